@@ -1,0 +1,3 @@
+"""Voice Service: a self-hostable, multi-tenant HTTP API for speech."""
+
+__version__ = "1.0.0"
