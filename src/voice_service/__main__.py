@@ -1,0 +1,3 @@
+from voice_service.cli import main
+
+main()

@@ -1,0 +1,80 @@
+"""create_app(settings): the ASGI application."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import APIRouter, FastAPI
+
+from voice_service.auth.keys import SecretHasher, load_pepper
+from voice_service.context import AppContext
+from voice_service.db import create_engine, migrate, session_factory, transaction
+from voice_service.engines.registry import Engines
+from voice_service.errors import install_error_handlers
+from voice_service.health import router as health_router
+from voice_service.middleware import BodySizeLimitMiddleware, RequestContextMiddleware
+from voice_service.openapi import install_openapi
+from voice_service.pool import InferencePool
+from voice_service.ratelimit import RateLimiter
+from voice_service.requestlog.repository import log_writer
+from voice_service.settings import Settings
+from voice_service.speech.routes import router as speech_router
+from voice_service.voices.repository import sync_catalogue
+from voice_service.voices.routes import router as voices_router
+
+API_PREFIX = "/api/v1"
+
+DESCRIPTION = """Multi-tenant speech API: text to speech, speech to text and voice cloning.
+Every request needs `Authorization: Bearer <API key>`; every response carries `X-Request-ID`."""
+
+
+def create_app(settings: Settings | None = None, engines: Engines | None = None) -> FastAPI:
+    """Build the app. `engines` lets several apps in one process share loaded models."""
+    settings = settings or Settings()
+    db = create_engine(settings)
+    sessions = session_factory(db)
+    context = AppContext(
+        settings=settings,
+        db=db,
+        sessions=sessions,
+        hasher=SecretHasher(load_pepper(settings)),
+        limiter=RateLimiter(settings.redis_url),
+        pool=InferencePool(settings.pool_size, settings.queue_timeout_seconds),
+    )
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        await migrate(db)
+        loaded = engines or await asyncio.to_thread(Engines.load, settings)
+        async with transaction(sessions) as session:
+            await sync_catalogue(session, loaded.catalogue())
+        context.engines = loaded
+        try:
+            yield
+        finally:
+            context.pool.shutdown()
+            await db.dispose()
+
+    app = FastAPI(
+        title="Voice Service",
+        version="1.0.0",
+        description=DESCRIPTION,
+        openapi_url=f"{API_PREFIX}/openapi.json",
+        docs_url=f"{API_PREFIX}/docs",
+        redoc_url=None,
+        lifespan=lifespan,
+    )
+    app.state.context = context
+    install_error_handlers(app)
+    api = APIRouter(prefix=API_PREFIX)
+    api.include_router(speech_router)
+    api.include_router(voices_router)
+    app.include_router(api)
+    app.include_router(health_router)
+    # Added last runs first: the request id and log wrap everything, the cap wraps routes.
+    app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_upload_bytes)
+    app.add_middleware(RequestContextMiddleware, write_log=log_writer(sessions))
+    install_openapi(app)
+    return app

@@ -1,0 +1,44 @@
+"""Who is calling: the bearer key resolved to its organization and account."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from voice_service.models import Account, ApiKey, Organization
+from voice_service.tenancy.service import SUSPENDED
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    key_id: str
+    org_id: str
+    account_id: str
+    rate_limit: int | None
+    suspended: bool
+    disabled_services: frozenset[str]
+
+
+async def find_principal(session: AsyncSession, secret_hash: str) -> Principal | None:
+    """The live key with this hash, with its tenants' state; None if unknown or revoked."""
+    row = (
+        await session.execute(
+            select(ApiKey, Organization, Account)
+            .join(Organization, ApiKey.org_id == Organization.id)
+            .join(Account, Organization.account_id == Account.id)
+            .where(ApiKey.secret_hash == secret_hash, ApiKey.revoked_at.is_(None))
+        )
+    ).one_or_none()
+    if row is None:
+        return None
+    key, org, account = row
+    return Principal(
+        key_id=key.id,
+        org_id=org.id,
+        account_id=account.id,
+        rate_limit=key.rate_limit,
+        suspended=SUSPENDED in (org.status, account.status),
+        disabled_services=frozenset(org.disabled_services) | frozenset(account.disabled_services),
+    )

@@ -1,0 +1,303 @@
+"""voice-service: run the API and administer tenants. Every command accepts --json."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from enum import Enum
+from typing import Annotated, Any, TypeVar
+
+import typer
+import uvicorn
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from voice_service.auth.keys import SecretHasher, load_pepper
+from voice_service.db import create_engine, migrate, session_factory, transaction
+from voice_service.requestlog.repository import recent_requests
+from voice_service.settings import Settings
+from voice_service.tenancy import service as tenancy
+from voice_service.usage.repository import usage_for_org
+
+T = TypeVar("T")
+
+app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False)
+orgs_app = typer.Typer(help="Organizations: create, suspend, switch services.", no_args_is_help=True)
+accounts_app = typer.Typer(help="Accounts (customers owning organizations).", no_args_is_help=True)
+keys_app = typer.Typer(help="API keys: create (secret shown once), revoke, list.", no_args_is_help=True)
+app.add_typer(orgs_app, name="orgs")
+app.add_typer(accounts_app, name="accounts")
+app.add_typer(keys_app, name="keys")
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print only JSON on stdout.")]
+
+
+class Service(str, Enum):
+    text_to_speech = "text-to-speech"
+    speech_to_text = "speech-to-text"
+    asr = "asr"
+    cloning = "cloning"
+
+
+def _run(work: Callable[[AsyncSession], Awaitable[T]]) -> T:
+    """Run one unit of work against the configured database, migrated first."""
+
+    async def go() -> T:
+        engine = create_engine(Settings())
+        try:
+            await migrate(engine)
+            async with transaction(session_factory(engine)) as session:
+                return await work(session)
+        finally:
+            await engine.dispose()
+
+    try:
+        return asyncio.run(go())
+    except (tenancy.UnknownId, ValueError) as exc:
+        typer.echo(f"error: {exc.args[0] if exc.args else exc}", err=True)
+        raise typer.Exit(1) from None
+
+
+def _emit(as_json: bool, data: Any, text: str) -> None:
+    typer.echo(json.dumps(data, default=_json_default, indent=2) if as_json else text)
+
+
+def _json_default(value: object) -> str:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(type(value).__name__)
+
+
+# --- serve -------------------------------------------------------------------------------
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    workers: Annotated[int, typer.Option(min=1, help="Processes (needs REDIS_URL if > 1).")] = 1,
+    as_json: JsonFlag = False,
+) -> None:
+    """Start the API on http://HOST:PORT/api/v1 (migrates the database first)."""
+    settings = Settings()
+    if workers > 1 and not settings.redis_url:
+        typer.echo(
+            "error: --workers > 1 needs VOICE_SERVICE_REDIS_URL so that every process "
+            "shares one rate-limit budget per key.",
+            err=True,
+        )
+        raise typer.Exit(2)
+    if workers > 1 and settings.is_sqlite:
+        typer.echo("note: several workers on SQLite serialize their writes.", err=True)
+    base_url = f"http://{host}:{port}/api/v1"
+    first = _run(lambda session: _bootstrap(session, settings))
+    _emit(as_json, {"base_url": base_url, **(first or {})}, _welcome(base_url, first))
+    sys.stdout.flush()
+    uvicorn.run(
+        "voice_service.app:create_app",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        access_log=False,
+        log_level="info",
+    )
+
+
+async def _bootstrap(session: AsyncSession, settings: Settings) -> dict[str, str] | None:
+    """On an empty database, make a first organization and key so curl works at once."""
+    if await tenancy.count_orgs(session):
+        return None
+    org = await tenancy.create_org(session, "default", None, None)
+    created = await tenancy.create_key(
+        session, SecretHasher(load_pepper(settings)), org.id, "first key", None
+    )
+    return {"org_id": org.id, "key_id": created.key.id, "api_key": created.secret}
+
+
+def _welcome(base_url: str, first: dict[str, str] | None) -> str:
+    if first is None:
+        return (
+            f"Voice Service on {base_url}\n"
+            "Make a key with: voice-service keys create ORG_ID  "
+            "(voice-service orgs create NAME makes an organization)"
+        )
+    return f"""Voice Service on {base_url}
+Created organization {first["org_id"]} and its first API key (shown only now):
+
+    {first["api_key"]}
+
+Try it:
+    export VOICE_API_KEY={first["api_key"]}
+    curl -s {base_url}/voices -H "Authorization: Bearer $VOICE_API_KEY"
+    curl -s {base_url}/text-to-speech -H "Authorization: Bearer $VOICE_API_KEY" \\
+      -H 'Content-Type: application/json' -o hello.mp3 \\
+      -d '{{"text": "Hello from Voice Service.", "voice_id": "VOICE_ID_FROM_/voices"}}'
+"""
+
+
+# --- organizations and accounts ----------------------------------------------------------
+
+
+@orgs_app.command("create")
+def orgs_create(
+    name: str,
+    account: Annotated[str | None, typer.Option(help="Existing account id.")] = None,
+    clone_limit: Annotated[int | None, typer.Option(min=0, help="Cloned voices allowed.")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Create an organization (in a new account unless --account is given)."""
+    org = _run(lambda s: tenancy.create_org(s, name, account, clone_limit))
+    data = {"id": org.id, "name": org.name, "account_id": org.account_id}
+    _emit(as_json, data, f"Created organization {org.id} ({org.name}) in {org.account_id}")
+
+
+def _status_commands(group: typer.Typer, kind: tenancy.TenantKind, label: str) -> None:
+    def change(id_: str, status: str, as_json: bool) -> None:
+        _run(lambda s: tenancy.set_status(s, kind, id_, status))
+        _emit(as_json, {"id": id_, "status": status}, f"{label} {id_} is {status}")
+
+    @group.command("suspend", help=f"Suspend an {label.lower()}: its keys get 403.")
+    def suspend(id_: Annotated[str, typer.Argument(metavar="ID")], as_json: JsonFlag = False) -> None:
+        change(id_, tenancy.SUSPENDED, as_json)
+
+    @group.command("reinstate", help=f"Lift an {label.lower()}'s suspension.")
+    def reinstate(
+        id_: Annotated[str, typer.Argument(metavar="ID")], as_json: JsonFlag = False
+    ) -> None:
+        change(id_, tenancy.ACTIVE, as_json)
+
+    def switch(id_: str, service: Service, enabled: bool, as_json: bool) -> None:
+        disabled = _run(lambda s: tenancy.set_service_enabled(s, kind, id_, service.value, enabled))
+        state = "enabled" if enabled else "disabled"
+        _emit(
+            as_json,
+            {"id": id_, "disabled_services": disabled},
+            f"{service.value} {state} for {label.lower()} {id_}",
+        )
+
+    @group.command("disable", help=f"Disable a service for an {label.lower()} (403).")
+    def disable(
+        id_: Annotated[str, typer.Argument(metavar="ID")], service: Service, as_json: JsonFlag = False
+    ) -> None:
+        switch(id_, service, False, as_json)
+
+    @group.command("enable", help=f"Enable a service again for an {label.lower()}.")
+    def enable(
+        id_: Annotated[str, typer.Argument(metavar="ID")], service: Service, as_json: JsonFlag = False
+    ) -> None:
+        switch(id_, service, True, as_json)
+
+
+_status_commands(orgs_app, "org", "Organization")
+_status_commands(accounts_app, "account", "Account")
+
+
+# --- keys ---------------------------------------------------------------------------------
+
+
+@keys_app.command("create")
+def keys_create(
+    org_id: str,
+    name: Annotated[str | None, typer.Option(help="A label for the key.")] = None,
+    rate_limit: Annotated[
+        int | None, typer.Option(min=1, help="Requests per minute (default from settings).")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Create an API key; its secret is printed now and never again."""
+    hasher = SecretHasher(load_pepper(Settings()))
+    created = _run(lambda s: tenancy.create_key(s, hasher, org_id, name, rate_limit))
+    key = created.key
+    data = {"id": key.id, "secret": created.secret, "prefix": key.prefix, "org_id": key.org_id}
+    _emit(as_json, data, f"Key {key.id} for {key.org_id} (shown only now):\n{created.secret}")
+
+
+@keys_app.command("revoke")
+def keys_revoke(key_id: str, as_json: JsonFlag = False) -> None:
+    """Revoke a key: it gets 401 from now on."""
+    key = _run(lambda s: tenancy.revoke_key(s, key_id))
+    data = {"id": key.id, "revoked_at": key.revoked_at}
+    _emit(as_json, data, f"Key {key.id} revoked")
+
+
+@keys_app.command("list")
+def keys_list(org_id: str, as_json: JsonFlag = False) -> None:
+    """List an organization's keys (prefixes only; secrets are never stored)."""
+    keys = _run(lambda s: tenancy.list_keys(s, org_id))
+    rows = [
+        {
+            "id": k.id,
+            "prefix": k.prefix,
+            "name": k.name,
+            "rate_limit": k.rate_limit,
+            "created_at": k.created_at,
+            "revoked_at": k.revoked_at,
+            "last_used_at": k.last_used_at,
+        }
+        for k in keys
+    ]
+    lines = [f"{r['id']}  {r['prefix']}...  {'revoked' if r['revoked_at'] else 'active'}" for r in rows]
+    _emit(as_json, rows, "\n".join(lines) or "no keys")
+
+
+# --- usage and request log ----------------------------------------------------------------
+
+
+@app.command()
+def usage(org_id: str, as_json: JsonFlag = False) -> None:
+    """An organization's billed usage records."""
+
+    async def load(session: AsyncSession) -> list[dict[str, Any]]:
+        await tenancy.require_org(session, org_id)
+        return [
+            {
+                "request_id": u.request_id,
+                "endpoint": u.endpoint,
+                "units": u.units,
+                "created_at": u.created_at,
+            }
+            for u in await usage_for_org(session, org_id)
+        ]
+
+    rows = _run(load)
+    lines = [f"{r['created_at']:%Y-%m-%d %H:%M:%S}  {r['request_id']}  {r['endpoint']}  {r['units']}" for r in rows]
+    _emit(as_json, rows, "\n".join(lines) or "no usage")
+
+
+@app.command()
+def requests(
+    org_id: str,
+    limit: Annotated[int, typer.Option(min=1, help="Most recent N requests.")] = 50,
+    as_json: JsonFlag = False,
+) -> None:
+    """An organization's most recent requests, newest first."""
+
+    async def load(session: AsyncSession) -> list[dict[str, Any]]:
+        await tenancy.require_org(session, org_id)
+        return [
+            {
+                "request_id": r.request_id,
+                "method": r.method,
+                "path": r.path,
+                "status": r.status,
+                "error_code": r.error_code,
+                "duration_ms": r.duration_ms,
+                "created_at": r.created_at,
+            }
+            for r in await recent_requests(session, org_id, limit)
+        ]
+
+    rows = _run(load)
+    lines = [
+        f"{r['created_at']:%Y-%m-%d %H:%M:%S}  {r['request_id']}  {r['method']} {r['path']}  "
+        f"{r['status']} {r['error_code'] or ''} {r['duration_ms']}ms"
+        for r in rows
+    ]
+    _emit(as_json, rows, "\n".join(lines) or "no requests")
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,24 @@
+"""Everything a request handler needs, built once per app and reached through dependencies."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from voice_service.auth.keys import SecretHasher
+from voice_service.engines.registry import Engines
+from voice_service.pool import InferencePool
+from voice_service.ratelimit import RateLimiter
+from voice_service.settings import Settings
+
+
+@dataclass(slots=True)
+class AppContext:
+    settings: Settings
+    db: AsyncEngine
+    sessions: async_sessionmaker[AsyncSession]
+    hasher: SecretHasher
+    limiter: RateLimiter
+    pool: InferencePool
+    engines: Engines | None = None  # set by the lifespan once models are loaded

@@ -1,0 +1,62 @@
+"""Dependencies shared by the routers: the app context, authentication, service switches."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from voice_service.auth.keys import looks_like_secret
+from voice_service.auth.principal import Principal, find_principal
+from voice_service.context import AppContext
+from voice_service.errors import AccountSuspended, InvalidApiKey, ServiceDisabled
+from voice_service.ratelimit import RateLimiter
+
+# auto_error=False: a missing header must become our 401 envelope, not FastAPI's 403.
+_bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer vs_...`")
+
+
+def get_context(request: Request) -> AppContext:
+    context: AppContext = request.app.state.context
+    return context
+
+
+Context = Annotated[AppContext, Depends(get_context)]
+
+
+async def authenticate(
+    request: Request,
+    context: Context,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Principal:
+    if credentials is None or not looks_like_secret(credentials.credentials):
+        raise InvalidApiKey()
+    async with context.sessions() as session:
+        principal = await find_principal(session, context.hasher.hash(credentials.credentials))
+    if principal is None:
+        raise InvalidApiKey()
+    request.state.principal = principal
+    if principal.suspended:
+        raise AccountSuspended()
+    await _count_request(request, context.limiter, principal, context.settings.default_rate_limit)
+    return principal
+
+
+async def _count_request(
+    request: Request, limiter: RateLimiter, principal: Principal, default_limit: int
+) -> None:
+    request.state.quota = await limiter.hit(principal.key_id, principal.rate_limit or default_limit)
+
+
+Authenticated = Annotated[Principal, Depends(authenticate)]
+
+
+def require_service(service: str) -> Callable[[Principal], Awaitable[Principal]]:
+    async def check(principal: Authenticated) -> Principal:
+        if service in principal.disabled_services:
+            raise ServiceDisabled(f"The {service} service is disabled for this account.")
+        return principal
+
+    return check

@@ -1,0 +1,201 @@
+"""Formant text-to-speech in many languages with espeak-ng.
+
+No system package is needed: piper-tts's wheel links libespeak-ng statically into
+`piper/espeakbridge.so` (exporting the whole C API) and ships `piper/espeak-ng-data`, so we
+call that library through ctypes. Python's import of the bridge and our `CDLL` resolve to the
+same loaded object, hence one shared espeak-ng state, guarded by `ESPEAK_LOCK`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import piper
+
+from voice_service.engines.espeak_lock import ESPEAK_LOCK
+from voice_service.engines.protocols import EngineError, EngineVoice, Pcm
+
+_LOGGER = logging.getLogger(__name__)
+
+_PIPER_DIR = Path(piper.__file__).parent
+BRIDGE_LIBRARY = _PIPER_DIR / "espeakbridge.so"
+DEFAULT_DATA_DIR = _PIPER_DIR / "espeak-ng-data"
+
+KEY_PREFIX = "espeak:"
+
+# Constants from espeak-ng's speak_lib.h.
+_AUDIO_OUTPUT_SYNCHRONOUS = 2  # the same mode piper's bridge initializes with
+_POS_CHARACTER = 1
+_CHARS_UTF8 = 0x1  # plain text, not SSML: user text may contain "<" and "&"
+_ENDPAUSE = 0x1000
+_EE_OK = 0
+
+# (espeak-ng voice name, language tag, English name). A curated list rather than all ~146
+# bundled voices: it leaves out test, constructed and fictional languages (Klingon, Quenya…).
+# Japanese is absent on purpose: espeak-ng reads kana but says "Chinese letter" for every kanji.
+# Keys use espeak-ng's own voice names, which is why British English is "en".
+CATALOGUE: tuple[tuple[str, str, str], ...] = (
+    ("af", "af", "Afrikaans"),
+    ("ar", "ar", "Arabic"),
+    ("bg", "bg", "Bulgarian"),
+    ("bn", "bn", "Bengali"),
+    ("ca", "ca", "Catalan"),
+    ("cmn", "zh", "Chinese (Mandarin)"),
+    ("cs", "cs", "Czech"),
+    ("cy", "cy", "Welsh"),
+    ("da", "da", "Danish"),
+    ("de", "de", "German"),
+    ("el", "el", "Greek"),
+    ("en", "en-GB", "English (UK)"),
+    ("en-us", "en-US", "English (US)"),
+    ("es", "es", "Spanish (Spain)"),
+    ("es-419", "es-419", "Spanish (Latin America)"),
+    ("et", "et", "Estonian"),
+    ("eu", "eu", "Basque"),
+    ("fa", "fa", "Persian"),
+    ("fi", "fi", "Finnish"),
+    ("fr", "fr", "French"),
+    ("ga", "ga", "Irish"),
+    ("he", "he", "Hebrew"),
+    ("hi", "hi", "Hindi"),
+    ("hr", "hr", "Croatian"),
+    ("hu", "hu", "Hungarian"),
+    ("hy", "hy", "Armenian"),
+    ("id", "id", "Indonesian"),
+    ("is", "is", "Icelandic"),
+    ("it", "it", "Italian"),
+    ("ka", "ka", "Georgian"),
+    ("kk", "kk", "Kazakh"),
+    ("ko", "ko", "Korean"),
+    ("lt", "lt", "Lithuanian"),
+    ("lv", "lv", "Latvian"),
+    ("mk", "mk", "Macedonian"),
+    ("ms", "ms", "Malay"),
+    ("nb", "nb", "Norwegian Bokmål"),
+    ("nl", "nl", "Dutch"),
+    ("pl", "pl", "Polish"),
+    ("pt", "pt-PT", "Portuguese (Portugal)"),
+    ("pt-br", "pt-BR", "Portuguese (Brazil)"),
+    ("ro", "ro", "Romanian"),
+    ("ru", "ru", "Russian"),
+    ("sk", "sk", "Slovak"),
+    ("sl", "sl", "Slovenian"),
+    ("sq", "sq", "Albanian"),
+    ("sr", "sr", "Serbian"),
+    ("sv", "sv", "Swedish"),
+    ("sw", "sw", "Swahili"),
+    ("ta", "ta", "Tamil"),
+    ("te", "te", "Telugu"),
+    ("th", "th", "Thai"),
+    ("tr", "tr", "Turkish"),
+    ("uk", "uk", "Ukrainian"),
+    ("ur", "ur", "Urdu"),
+    ("vi", "vi", "Vietnamese"),
+    ("yue", "yue", "Chinese (Cantonese)"),
+)
+
+_SynthCallback = ctypes.CFUNCTYPE(
+    ctypes.c_int, ctypes.POINTER(ctypes.c_short), ctypes.c_int, ctypes.c_void_p
+)
+
+
+def _load_library(path: Path) -> ctypes.CDLL:
+    lib = ctypes.CDLL(str(path))
+    lib.espeak_Initialize.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
+    lib.espeak_Initialize.restype = ctypes.c_int
+    lib.espeak_SetSynthCallback.argtypes = [_SynthCallback]
+    lib.espeak_SetSynthCallback.restype = None
+    lib.espeak_SetVoiceByName.argtypes = [ctypes.c_char_p]
+    lib.espeak_SetVoiceByName.restype = ctypes.c_int
+    lib.espeak_Synth.argtypes = [
+        ctypes.c_char_p,  # text
+        ctypes.c_size_t,  # size
+        ctypes.c_uint,  # position
+        ctypes.c_int,  # position_type
+        ctypes.c_uint,  # end_position
+        ctypes.c_uint,  # flags
+        ctypes.c_void_p,  # unique_identifier
+        ctypes.c_void_p,  # user_data
+    ]
+    lib.espeak_Synth.restype = ctypes.c_int
+    return lib
+
+
+class EspeakEngine:
+    """espeak-ng voices for the languages in `CATALOGUE`; 22.05 kHz mono output."""
+
+    def __init__(self, data_dir: Path = DEFAULT_DATA_DIR) -> None:
+        self._lib = _load_library(BRIDGE_LIBRARY)
+        self._data_dir = data_dir
+        # Filled by the callback during one espeak_Synth call; only touched under ESPEAK_LOCK.
+        self._chunks: list[bytes] = []
+        # Keep a reference: ctypes frees the C trampoline when the Python object dies.
+        self._callback = _SynthCallback(self._on_audio)
+        with ESPEAK_LOCK:
+            self._sample_rate = self._initialize()
+            self._voices = tuple(self._usable_voices())
+        self._keys = frozenset(voice.key for voice in self._voices)
+
+    def voices(self) -> Sequence[EngineVoice]:
+        return self._voices
+
+    def synthesize(self, voice_key: str, text: str) -> Pcm:
+        if voice_key not in self._keys:
+            raise KeyError(voice_key)
+        name = voice_key.removeprefix(KEY_PREFIX)
+        with ESPEAK_LOCK:
+            # Selecting a voice does not reset all of the previous voice's settings (after "sv",
+            # German speaks 40 % faster; after "uk", 30 % slower), and piper's phonemizer
+            # switches voices too. Re-initializing costs ~0.1 ms, leaks nothing (20k calls
+            # measured) and makes each call independent of the ones before it.
+            self._initialize()
+            self._select_voice(name)
+            audio = self._synthesize_locked(text)
+        return Pcm(samples=audio, sample_rate=self._sample_rate)
+
+    def _initialize(self) -> int:
+        sample_rate = int(
+            self._lib.espeak_Initialize(
+                _AUDIO_OUTPUT_SYNCHRONOUS, 0, str(self._data_dir).encode(), 0
+            )
+        )
+        if sample_rate <= 0:
+            raise EngineError(f"espeak-ng failed to initialize with data in {self._data_dir}")
+        self._lib.espeak_SetSynthCallback(self._callback)
+        return sample_rate
+
+    def _usable_voices(self) -> list[EngineVoice]:
+        voices = []
+        for name, language, english_name in CATALOGUE:
+            if self._lib.espeak_SetVoiceByName(name.encode()) != _EE_OK:
+                _LOGGER.warning("espeak-ng voice %r is not in %s; skipped", name, self._data_dir)
+                continue
+            voices.append(EngineVoice(f"{KEY_PREFIX}{name}", f"eSpeak {english_name}", language))
+        return voices
+
+    def _select_voice(self, name: str) -> None:
+        if self._lib.espeak_SetVoiceByName(name.encode()) != _EE_OK:
+            raise EngineError(f"espeak-ng could not select voice {name!r}")
+
+    def _synthesize_locked(self, text: str) -> np.ndarray[tuple[int], np.dtype[np.int16]]:
+        encoded = text.encode("utf-8")
+        self._chunks = []
+        status = self._lib.espeak_Synth(
+            encoded, len(encoded) + 1, 0, _POS_CHARACTER, 0, _CHARS_UTF8 | _ENDPAUSE, None, None
+        )
+        chunks, self._chunks = self._chunks, []
+        if status != _EE_OK:
+            raise EngineError(f"espeak-ng synthesis failed with status {status}")
+        return np.frombuffer(b"".join(chunks), dtype=np.int16).copy()
+
+    def _on_audio(
+        self, wav: ctypes._Pointer[ctypes.c_short], num_samples: int, _events: int | None
+    ) -> int:
+        # A null buffer or zero samples marks the end of synthesis; returning 0 continues.
+        if wav and num_samples > 0:
+            self._chunks.append(ctypes.string_at(wav, num_samples * 2))
+        return 0

@@ -1,0 +1,134 @@
+"""One exception class per error code of the spec, and the one place that renders them.
+
+Services raise these; only `install_error_handlers` knows about statuses and the envelope.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+
+ACCEPTED_FORMATS = "mp3, wav, m4a, webm, ogg"
+
+
+class ApiError(Exception):
+    status: ClassVar[int] = 500
+    code: ClassVar[str] = "INTERNAL_ERROR"
+    default_message: ClassVar[str] = "The service failed to handle the request."
+
+    def __init__(self, message: str | None = None, *, headers: dict[str, str] | None = None):
+        self.message = message or self.default_message
+        self.headers = headers or {}
+        super().__init__(self.message)
+
+
+class InvalidRequest(ApiError):
+    status, code = 400, "INVALID_REQUEST"
+    default_message = "The request failed validation."
+
+
+class InvalidApiKey(ApiError):
+    status, code = 401, "INVALID_API_KEY"
+    default_message = "Missing, malformed, unknown or revoked API key."
+
+
+class AccountSuspended(ApiError):
+    status, code = 403, "ACCOUNT_SUSPENDED"
+    default_message = "The account or organization is suspended."
+
+
+class ServiceDisabled(ApiError):
+    status, code = 403, "SERVICE_DISABLED"
+    default_message = "This service is disabled for the account or organization."
+
+
+class NotFound(ApiError):
+    status, code = 404, "NOT_FOUND"
+    default_message = "Not found."
+
+
+class MethodNotAllowed(ApiError):
+    # The spec has no code of its own for 405; the request is invalid for this path.
+    status, code = 405, "INVALID_REQUEST"
+    default_message = "Method not allowed."
+
+
+class PayloadTooLarge(ApiError):
+    status, code = 413, "PAYLOAD_TOO_LARGE"
+    default_message = "The request body exceeds the 25 MB limit."
+
+
+class UnsupportedMediaType(ApiError):
+    status, code = 415, "UNSUPPORTED_MEDIA_TYPE"
+    default_message = f"Unsupported audio file. Accepted formats: {ACCEPTED_FORMATS}."
+
+
+class RateLimited(ApiError):
+    status, code = 429, "RATE_LIMITED"
+    default_message = "Rate limit exceeded for this API key."
+
+
+class InternalError(ApiError):
+    pass
+
+
+class ProviderError(ApiError):
+    status, code = 502, "PROVIDER_ERROR"
+    default_message = "The voice engine failed; the request is safe to retry."
+
+
+STATUS_ERRORS: dict[int, type[ApiError]] = {
+    cls.status: cls
+    for cls in (InvalidRequest, NotFound, MethodNotAllowed, PayloadTooLarge, InternalError)
+}
+
+
+def envelope(code: str, message: str, request_id: str) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "request_id": request_id}}
+
+
+def error_response(request: Request, error: ApiError) -> JSONResponse:
+    request_id: str = request.scope["state"]["request_id"]
+    request.scope["state"]["error_code"] = error.code
+    return JSONResponse(
+        envelope(error.code, error.message, request_id),
+        status_code=error.status,
+        headers=error.headers,
+    )
+
+
+def describe_errors(errors: Sequence[Any]) -> str:
+    """One line naming each offending field, from pydantic's or FastAPI's error list."""
+    parts = []
+    for err in errors:
+        location = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
+        parts.append(f"{location}: {err.get('msg', 'invalid')}")
+    return "; ".join(parts) or InvalidRequest.default_message
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    async def on_api_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, ApiError)
+        return error_response(request, exc)
+
+    async def on_validation_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        return error_response(request, InvalidRequest(describe_errors(exc.errors())))
+
+    async def on_http_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        error_class = STATUS_ERRORS.get(exc.status_code, InvalidRequest)
+        message = error_class.default_message
+        if exc.status_code == 404:
+            message = f"No route {request.method} {request.url.path}."
+        return error_response(request, error_class(message, headers=dict(exc.headers or {})))
+
+    app.add_exception_handler(ApiError, on_api_error)
+    app.add_exception_handler(RequestValidationError, on_validation_error)
+    app.add_exception_handler(StarletteHTTPException, on_http_error)

@@ -1,0 +1,146 @@
+"""Pure-ASGI middleware: request id and request log around everything, then the body cap."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.datastructures import MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from voice_service.errors import InternalError, PayloadTooLarge, envelope
+from voice_service.ids import new_id
+from voice_service.requestlog.repository import LogEntry
+
+logger = logging.getLogger(__name__)
+
+LogWriter = Callable[[LogEntry], Awaitable[None]]
+
+
+class RequestContextMiddleware:
+    """Gives every request a server-made id, answers unhandled failures with the 500
+    envelope, and writes the request-log row before the response starts, so a client that
+    has its answer can already find the row."""
+
+    def __init__(self, app: ASGIApp, write_log: LogWriter) -> None:
+        self.app = app
+        self.write_log = write_log
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        request_id = new_id("req")
+        state: dict[str, Any] = scope.setdefault("state", {})
+        state["request_id"] = request_id
+        response_started = False
+
+        async def send_with_context(message: Message) -> None:
+            nonlocal response_started
+            if message["type"] == "http.response.start":
+                response_started = True
+                headers = MutableHeaders(scope=message)
+                headers["X-Request-ID"] = request_id
+                quota = state.get("quota")
+                if quota is not None:
+                    for name, value in quota.headers().items():
+                        headers.setdefault(name, value)
+                await self._log(scope, state, message["status"], started)
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_context)
+        except Exception:
+            logger.exception("unhandled error in request %s", request_id)
+            if response_started:
+                raise
+            state["error_code"] = InternalError.code
+            await send_json_error(send_with_context, InternalError(), request_id)
+
+    async def _log(self, scope: Scope, state: dict[str, Any], status: int, started: float) -> None:
+        principal = state.get("principal")
+        entry = LogEntry(
+            request_id=state["request_id"],
+            org_id=principal.org_id if principal else None,
+            key_id=principal.key_id if principal else None,
+            method=scope["method"],
+            path=scope["path"],
+            status=status,
+            error_code=state.get("error_code"),
+            duration_ms=round((time.perf_counter() - started) * 1000),
+        )
+        logger.info(
+            "%s %s %s %d %s %dms",
+            entry.request_id,
+            entry.method,
+            entry.path,
+            entry.status,
+            entry.error_code or "-",
+            entry.duration_ms,
+        )
+        try:
+            await self.write_log(entry)
+        except Exception:
+            # The caller still gets its answer; the operator gets the failure in the logs.
+            logger.exception("could not write request log row %s", entry.request_id)
+
+
+class BodySizeLimitMiddleware:
+    """Refuses bodies over the cap while they stream in, before anything buffers them."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = _content_length(scope)
+        if declared is not None and declared > self.max_bytes:
+            scope["state"]["error_code"] = PayloadTooLarge.code
+            await send_json_error(send, self._error(), scope["state"]["request_id"])
+            return
+        received = 0
+
+        async def capped_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    raise self._error()
+            return message
+
+        await self.app(scope, capped_receive, send)
+
+    def _error(self) -> PayloadTooLarge:
+        megabytes = self.max_bytes / (1024 * 1024)
+        return PayloadTooLarge(f"The request body exceeds the {megabytes:g} MB limit.")
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+async def send_json_error(send: Send, error: Any, request_id: str) -> None:
+    body = json.dumps(envelope(error.code, error.message, request_id)).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        *((k.lower().encode(), v.encode()) for k, v in error.headers.items()),
+    ]
+    if error.status == 413:
+        headers.append((b"connection", b"close"))  # the unread rest of the body is dropped
+    await send({"type": "http.response.start", "status": error.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,119 @@
+"""Tables. Ids are prefixed random tokens (acct_, org_, key_, voice_, req_)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, ForeignKey, Index, Integer, String, Text, TypeDecorator
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC on every backend (SQLite hands back naive datetimes)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            raise ValueError("naive datetime")
+        return value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value
+
+
+class Base(DeclarativeBase):
+    type_annotation_map: dict[Any, Any] = {datetime: UTCDateTime, list[str]: JSON}
+
+
+class Account(Base):
+    __tablename__ = "accounts"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    status: Mapped[str] = mapped_column(String(16), default="active")
+    disabled_services: Mapped[list[str]] = mapped_column(default=list)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Organization(Base):
+    __tablename__ = "organizations"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    account_id: Mapped[str] = mapped_column(ForeignKey("accounts.id"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    status: Mapped[str] = mapped_column(String(16), default="active")
+    disabled_services: Mapped[list[str]] = mapped_column(default=list)
+    clone_limit: Mapped[int | None] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class ApiKey(Base):
+    __tablename__ = "api_keys"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    org_id: Mapped[str] = mapped_column(ForeignKey("organizations.id"), index=True)
+    name: Mapped[str | None] = mapped_column(String(200))
+    prefix: Mapped[str] = mapped_column(String(16))
+    secret_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    rate_limit: Mapped[int | None] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    revoked_at: Mapped[datetime | None]
+    last_used_at: Mapped[datetime | None]
+
+
+class Voice(Base):
+    __tablename__ = "voices"
+    __table_args__ = (Index("ix_voices_org_listing", "org_id", "deleted_at"),)
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    org_id: Mapped[str | None] = mapped_column(ForeignKey("organizations.id"))
+    type: Mapped[str] = mapped_column(String(16))
+    name: Mapped[str] = mapped_column(String(200))
+    language: Mapped[str | None] = mapped_column(String(16))
+    # The engine voice that speaks it: a catalogue key, or for a clone its base voice.
+    engine_voice: Mapped[str] = mapped_column(String(200))
+    profile: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    description: Mapped[str | None] = mapped_column(Text)
+    consent: Mapped[str | None] = mapped_column(Text)
+    consented_at: Mapped[datetime | None]
+    consent_key_id: Mapped[str | None] = mapped_column(String(40))
+    sample_sha256: Mapped[str | None] = mapped_column(String(64))
+    sample_path: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    deleted_at: Mapped[datetime | None]
+
+
+class RequestLogEntry(Base):
+    __tablename__ = "request_log"
+    __table_args__ = (Index("ix_request_log_org_created", "org_id", "created_at"),)
+
+    request_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    org_id: Mapped[str | None] = mapped_column(String(40))
+    key_id: Mapped[str | None] = mapped_column(String(40))
+    method: Mapped[str] = mapped_column(String(16))
+    path: Mapped[str] = mapped_column(String(2048))
+    status: Mapped[int] = mapped_column(Integer)
+    error_code: Mapped[str | None] = mapped_column(String(40))
+    duration_ms: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class UsageRecord(Base):
+    __tablename__ = "usage_records"
+    __table_args__ = (Index("ix_usage_org_created", "org_id", "created_at"),)
+
+    request_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    org_id: Mapped[str] = mapped_column(ForeignKey("organizations.id"))
+    key_id: Mapped[str] = mapped_column(ForeignKey("api_keys.id"))
+    endpoint: Mapped[str] = mapped_column(String(40))
+    units: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

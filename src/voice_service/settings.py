@@ -1,0 +1,58 @@
+"""Service configuration, read from `VOICE_SERVICE_*` environment variables (or a `.env`)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+SERVICES = ("text-to-speech", "speech-to-text", "asr", "cloning")
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="VOICE_SERVICE_", env_file=".env", extra="ignore")
+
+    data_dir: Path = Field(
+        Path("./data"), description="Where the SQLite database, joined models and samples live."
+    )
+    database_url: str | None = Field(
+        None,
+        description="SQLAlchemy async URL, e.g. postgresql+asyncpg://user@host/db. "
+        "Default: SQLite file voice-service.db in the data dir.",
+    )
+    redis_url: str | None = Field(
+        None,
+        description="redis:// URL for shared rate limits. Required when several processes serve.",
+    )
+    key_pepper: str | None = Field(
+        None,
+        description="Secret mixed into API key hashes. Default: generated once into the data "
+        "dir. Set the same value on every node of a cluster.",
+    )
+    default_rate_limit: int = Field(100, ge=1, description="Requests per minute per API key.")
+    default_clone_limit: int = Field(10, ge=0, description="Cloned voices per organization.")
+    pool_size: int = Field(
+        default_factory=lambda: os.cpu_count() or 1,
+        ge=1,
+        description="Inference worker threads (default: CPU cores).",
+    )
+    queue_timeout_seconds: float = Field(
+        120.0, gt=0, description="How long a request waits for a free inference worker."
+    )
+    piper_voices_dir: Path | None = Field(
+        None, description="Extra Piper voices (*.onnx + *.onnx.json) to add to the catalogue."
+    )
+    max_upload_bytes: int = Field(25 * 1024 * 1024, ge=1, description="Request body cap.")
+    mp3_bitrate: int = Field(64_000, ge=64_000, description="MP3 bitrate of synthesized speech.")
+
+    @property
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite+aiosqlite:///{(self.data_dir / 'voice-service.db').resolve()}"
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.resolved_database_url.startswith("sqlite")

@@ -1,0 +1,45 @@
+"""Text to speech: find the caller's voice, synthesize in the pool, bill on success."""
+
+from __future__ import annotations
+
+import logging
+
+from voice_service.audio.mp3 import encode_mp3
+from voice_service.auth.principal import Principal
+from voice_service.context import AppContext
+from voice_service.db import transaction
+from voice_service.engines.protocols import EngineError
+from voice_service.engines.registry import Engines
+from voice_service.errors import NotFound, ProviderError
+from voice_service.speech.schemas import SpeechRequest
+from voice_service.usage.repository import record_usage
+from voice_service.voices.repository import get_visible
+
+logger = logging.getLogger(__name__)
+
+ENDPOINT = "text-to-speech"
+
+
+async def synthesize_speech(
+    context: AppContext, principal: Principal, request_id: str, body: SpeechRequest
+) -> bytes:
+    async with context.sessions() as session:
+        voice = await get_visible(session, principal.org_id, body.voice_id)
+    if voice is None:
+        # The same answer for an unknown id and another organization's voice.
+        raise NotFound(f"No voice with id {body.voice_id!r}.")
+    assert context.engines is not None
+    try:
+        audio = await context.pool.run(
+            _speak, context.engines, voice.engine_voice, body.text, context.settings.mp3_bitrate
+        )
+    except (EngineError, KeyError) as exc:
+        logger.error("synthesis failed for %s with voice %s: %r", request_id, voice.id, exc)
+        raise ProviderError() from exc
+    async with transaction(context.sessions) as session:
+        record_usage(session, principal, request_id, ENDPOINT, len(body.text))
+    return audio
+
+
+def _speak(engines: Engines, voice_key: str, text: str, bitrate: int) -> bytes:
+    return encode_mp3(engines.synthesize(voice_key, text), bitrate=bitrate)

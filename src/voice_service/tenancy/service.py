@@ -1,0 +1,128 @@
+"""Accounts, organizations and API keys: the operator's side of tenancy (used by the CLI)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from voice_service.auth.keys import SecretHasher, generate_secret
+from voice_service.ids import new_id
+from voice_service.models import Account, ApiKey, Organization, utcnow
+from voice_service.settings import SERVICES
+
+TenantKind = Literal["account", "org"]
+ACTIVE, SUSPENDED = "active", "suspended"
+
+
+class UnknownId(LookupError):
+    def __init__(self, kind: str, id_: str) -> None:
+        super().__init__(f"No {kind} with id {id_!r}.")
+
+
+@dataclass(frozen=True, slots=True)
+class CreatedKey:
+    key: ApiKey
+    secret: str
+
+
+async def create_org(
+    session: AsyncSession, name: str, account_id: str | None, clone_limit: int | None
+) -> Organization:
+    if account_id is None:
+        account = Account(id=new_id("acct"), disabled_services=[])
+        session.add(account)
+        account_id = account.id
+    elif await session.get(Account, account_id) is None:
+        raise UnknownId("account", account_id)
+    org = Organization(
+        id=new_id("org"),
+        account_id=account_id,
+        name=name,
+        clone_limit=clone_limit,
+        disabled_services=[],
+    )
+    session.add(org)
+    await session.flush()
+    return org
+
+
+async def _tenant(session: AsyncSession, kind: TenantKind, id_: str) -> Account | Organization:
+    model: type[Account] | type[Organization] = Account if kind == "account" else Organization
+    tenant = await session.get(model, id_, with_for_update=True)
+    if tenant is None:
+        raise UnknownId(kind, id_)
+    return tenant
+
+
+async def set_status(session: AsyncSession, kind: TenantKind, id_: str, status: str) -> None:
+    tenant = await _tenant(session, kind, id_)
+    tenant.status = status
+
+
+async def set_service_enabled(
+    session: AsyncSession, kind: TenantKind, id_: str, service: str, enabled: bool
+) -> list[str]:
+    if service not in SERVICES:
+        raise ValueError(f"Unknown service {service!r}; one of {', '.join(SERVICES)}.")
+    tenant = await _tenant(session, kind, id_)
+    disabled = set(tenant.disabled_services)
+    if enabled:
+        disabled.discard(service)
+    else:
+        disabled.add(service)
+    tenant.disabled_services = sorted(disabled)  # reassigned: JSON columns track assignment
+    return tenant.disabled_services
+
+
+async def require_org(session: AsyncSession, org_id: str) -> Organization:
+    org = await session.get(Organization, org_id)
+    if org is None:
+        raise UnknownId("organization", org_id)
+    return org
+
+
+async def create_key(
+    session: AsyncSession,
+    hasher: SecretHasher,
+    org_id: str,
+    name: str | None,
+    rate_limit: int | None,
+) -> CreatedKey:
+    await require_org(session, org_id)
+    new = generate_secret()
+    key = ApiKey(
+        id=new_id("key"),
+        org_id=org_id,
+        name=name,
+        prefix=new.prefix,
+        secret_hash=hasher.hash(new.secret),
+        rate_limit=rate_limit,
+    )
+    session.add(key)
+    await session.flush()
+    return CreatedKey(key=key, secret=new.secret)
+
+
+async def revoke_key(session: AsyncSession, key_id: str) -> ApiKey:
+    key = await session.get(ApiKey, key_id, with_for_update=True)
+    if key is None:
+        raise UnknownId("API key", key_id)
+    if key.revoked_at is None:
+        key.revoked_at = utcnow()
+    return key
+
+
+async def list_keys(session: AsyncSession, org_id: str) -> Sequence[ApiKey]:
+    await require_org(session, org_id)
+    result = await session.scalars(
+        select(ApiKey).where(ApiKey.org_id == org_id).order_by(ApiKey.created_at)
+    )
+    return result.all()
+
+
+async def count_orgs(session: AsyncSession) -> int:
+    return await session.scalar(select(func.count()).select_from(Organization)) or 0

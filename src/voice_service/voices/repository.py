@@ -1,0 +1,63 @@
+"""Voice rows. Every query of an organization's voices goes through `visible_to`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import ColumnElement, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from voice_service.engines.protocols import EngineVoice
+from voice_service.ids import catalogue_voice_id
+from voice_service.models import Voice, utcnow
+
+PROVIDER, CLONED = "PROVIDER", "CLONED"
+
+
+def visible_to(org_id: str) -> ColumnElement[bool]:
+    """Live voices an organization may see: the shared catalogue and its own clones."""
+    return (Voice.deleted_at.is_(None)) & or_(Voice.type == PROVIDER, Voice.org_id == org_id)
+
+
+async def list_visible(session: AsyncSession, org_id: str) -> Sequence[Voice]:
+    result = await session.scalars(
+        select(Voice).where(visible_to(org_id)).order_by(Voice.type.desc(), Voice.name, Voice.id)
+    )
+    return result.all()
+
+
+async def get_visible(session: AsyncSession, org_id: str, voice_id: str) -> Voice | None:
+    return await session.scalar(select(Voice).where(Voice.id == voice_id, visible_to(org_id)))
+
+
+async def sync_catalogue(session: AsyncSession, engine_voices: Sequence[EngineVoice]) -> None:
+    """Make the catalogue rows match the engines this node loaded.
+
+    Ids derive from engine keys, so they survive restarts; a voice that is no longer
+    offered is hidden, and comes back with its id if it returns."""
+    wanted = {catalogue_voice_id(v.key): v for v in engine_voices}
+    existing = {
+        v.id: v
+        for v in await session.scalars(select(Voice).where(Voice.type == PROVIDER))
+    }
+    for voice_id, engine_voice in wanted.items():
+        row = existing.get(voice_id)
+        if row is None:
+            session.add(
+                Voice(
+                    id=voice_id,
+                    type=PROVIDER,
+                    name=engine_voice.name,
+                    language=engine_voice.language,
+                    engine_voice=engine_voice.key,
+                )
+            )
+        else:
+            row.name, row.language, row.deleted_at = engine_voice.name, engine_voice.language, None
+    gone = [voice_id for voice_id in existing if voice_id not in wanted]
+    if gone:
+        await session.execute(
+            update(Voice)
+            .where(Voice.id.in_(gone), Voice.deleted_at.is_(None))
+            .values(deleted_at=utcnow())
+        )

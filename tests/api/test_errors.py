@@ -1,0 +1,117 @@
+"""One envelope and a request id for every error, framework errors included."""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+import pytest
+
+from tests.conftest import Tenant
+
+pytestmark = pytest.mark.anyio
+
+REQUEST_ID = re.compile(r"^req_[0-9a-f]{24}$")
+
+
+def assert_error(response: httpx.Response, status: int, code: str) -> dict[str, str]:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/json"
+    body = response.json()
+    assert set(body) == {"error"}
+    error = body["error"]
+    assert set(error) == {"code", "message", "request_id"}
+    assert error["code"] == code
+    assert error["message"]
+    assert REQUEST_ID.match(error["request_id"])
+    assert error["request_id"] == response.headers["x-request-id"]
+    return error
+
+
+async def test_success_carries_a_request_id(client: httpx.AsyncClient, tenant: Tenant) -> None:
+    response = await client.get("/voices", headers=tenant.headers)
+    assert response.status_code == 200
+    assert REQUEST_ID.match(response.headers["x-request-id"])
+
+
+async def test_request_ids_are_unique(client: httpx.AsyncClient, tenant: Tenant) -> None:
+    ids = {(await client.get("/voices", headers=tenant.headers)).headers["x-request-id"] for _ in range(5)}
+    assert len(ids) == 5
+
+
+async def test_client_cannot_choose_the_request_id(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    headers = {**tenant.headers, "X-Request-ID": "req_mine"}
+    response = await client.get("/voices", headers=headers)
+    assert response.headers["x-request-id"] != "req_mine"
+
+
+async def test_unknown_route_is_not_found_envelope(client: httpx.AsyncClient) -> None:
+    assert_error(await client.get("/no-such-thing"), 404, "NOT_FOUND")
+
+
+async def test_unknown_route_outside_the_api_is_not_found_envelope(
+    client: httpx.AsyncClient,
+) -> None:
+    assert_error(await client.get("http://testserver/elsewhere"), 404, "NOT_FOUND")
+
+
+async def test_wrong_method_is_405_envelope_with_allow(client: httpx.AsyncClient) -> None:
+    response = await client.put("/voices")
+    assert_error(response, 405, "INVALID_REQUEST")
+    assert "GET" in response.headers["allow"]
+
+
+async def test_bad_json_is_400(client: httpx.AsyncClient, tenant: Tenant) -> None:
+    response = await client.post(
+        "/text-to-speech",
+        headers={**tenant.headers, "Content-Type": "application/json"},
+        content=b'{"text": "hi", "voice_id": ',
+    )
+    assert_error(response, 400, "INVALID_REQUEST")
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"text": 5, "voice_id": "voice_x"},
+        {"text": "hi", "voice_id": ["voice_x"]},
+        {"text": None, "voice_id": "voice_x"},
+        ["text", "voice_id"],
+        "just a string",
+    ],
+)
+async def test_wrong_types_are_400_not_422(
+    client: httpx.AsyncClient, tenant: Tenant, payload: object
+) -> None:
+    response = await client.post("/text-to-speech", headers=tenant.headers, json=payload)
+    assert_error(response, 400, "INVALID_REQUEST")
+
+
+async def test_validation_message_names_the_field(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    response = await client.post(
+        "/text-to-speech", headers=tenant.headers, json={"voice_id": "voice_x"}
+    )
+    assert "text" in assert_error(response, 400, "INVALID_REQUEST")["message"]
+
+
+async def test_declared_oversized_body_is_413_before_reading(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    headers = {**tenant.headers, "Content-Length": str(25 * 1024 * 1024 + 1)}
+    response = await client.post("/text-to-speech", headers=headers, content=b"{}")
+    assert_error(response, 413, "PAYLOAD_TOO_LARGE")
+
+
+async def test_streamed_oversized_body_is_413(client: httpx.AsyncClient, tenant: Tenant) -> None:
+    chunk = b"x" * (1024 * 1024)
+
+    async def body():  # type: ignore[no-untyped-def]
+        for _ in range(26):
+            yield chunk
+
+    response = await client.post("/text-to-speech", headers=tenant.headers, content=body())
+    assert_error(response, 413, "PAYLOAD_TOO_LARGE")

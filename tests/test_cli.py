@@ -1,0 +1,148 @@
+"""The admin CLI contract that operators' scripts rely on."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from tests.conftest import TEST_PEPPER, running
+from voice_service.app import create_app
+from voice_service.cli import app as cli
+from voice_service.engines.registry import Engines
+from voice_service.ids import catalogue_voice_id
+from voice_service.settings import Settings
+
+
+@pytest.fixture
+def env(settings: Settings) -> dict[str, str]:
+    return {
+        "VOICE_SERVICE_DATA_DIR": str(settings.data_dir),
+        "VOICE_SERVICE_DATABASE_URL": settings.resolved_database_url,
+        "VOICE_SERVICE_KEY_PEPPER": TEST_PEPPER,
+    }
+
+
+@pytest.fixture
+def admin(env: dict[str, str]):  # type: ignore[no-untyped-def]
+    runner = CliRunner()
+
+    def run(*args: str, ok: bool = True) -> Any:
+        result = runner.invoke(cli, [*args, "--json"], env=env)
+        if not ok:
+            assert result.exit_code != 0
+            return result
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)
+
+    return run
+
+
+def test_orgs_create_makes_an_account(admin) -> None:  # type: ignore[no-untyped-def]
+    org = admin("orgs", "create", "Acme")
+    assert set(org) >= {"id", "name", "account_id"}
+    assert org["name"] == "Acme"
+    assert org["id"].startswith("org_") and org["account_id"].startswith("acct_")
+
+
+def test_orgs_create_in_an_existing_account(admin) -> None:  # type: ignore[no-untyped-def]
+    first = admin("orgs", "create", "One")
+    second = admin("orgs", "create", "Two", "--account", first["account_id"], "--clone-limit", "3")
+    assert second["account_id"] == first["account_id"]
+    assert second["id"] != first["id"]
+
+
+def test_keys_create_shows_the_secret_once_and_list_shows_prefixes(admin) -> None:  # type: ignore[no-untyped-def]
+    org = admin("orgs", "create", "Acme")
+    key = admin("keys", "create", org["id"], "--name", "ci", "--rate-limit", "500")
+    assert set(key) >= {"id", "secret", "prefix", "org_id"}
+    assert key["org_id"] == org["id"] and key["secret"].startswith(key["prefix"])
+    listed = admin("keys", "list", org["id"])
+    assert [k["id"] for k in listed] == [key["id"]]
+    assert key["secret"] not in json.dumps(listed)
+    assert listed[0]["prefix"] == key["prefix"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("orgs", "suspend", "org_nope"),
+        ("orgs", "reinstate", "org_nope"),
+        ("orgs", "disable", "org_nope", "cloning"),
+        ("accounts", "suspend", "acct_nope"),
+        ("accounts", "enable", "acct_nope", "asr"),
+        ("orgs", "create", "X", "--account", "acct_nope"),
+        ("keys", "create", "org_nope"),
+        ("keys", "revoke", "key_nope"),
+        ("keys", "list", "org_nope"),
+        ("usage", "org_nope"),
+        ("requests", "org_nope"),
+    ],
+)
+def test_unknown_ids_fail_clearly(admin, args: tuple[str, ...]) -> None:  # type: ignore[no-untyped-def]
+    result = admin(*args, ok=False)
+    unknown = next(arg for arg in args if arg.endswith("_nope"))
+    assert "No " in result.stderr and unknown in result.stderr
+    assert result.stdout == ""
+
+
+def test_unknown_service_is_refused(admin) -> None:  # type: ignore[no-untyped-def]
+    org = admin("orgs", "create", "Acme")
+    admin("orgs", "disable", org["id"], "teleportation", ok=False)
+
+
+def test_cli_changes_take_effect_over_http(  # type: ignore[no-untyped-def]
+    admin, settings: Settings, engines: Engines
+) -> None:
+    org = admin("orgs", "create", "Acme")
+    key = admin("keys", "create", org["id"])
+    headers = {"Authorization": f"Bearer {key['secret']}"}
+    joe = catalogue_voice_id("piper:en_US-joe-medium")
+
+    async def call(method: str, path: str, **kwargs: Any) -> httpx.Response:
+        async with running(create_app(settings, engines)) as client:
+            return await client.request(method, path, headers=headers, **kwargs)
+
+    def status(method: str, path: str, **kwargs: Any) -> int:
+        return asyncio.run(call(method, path, **kwargs)).status_code
+
+    tts = {"json": {"text": "Hi.", "voice_id": joe}}
+    assert status("GET", "/voices") == 200
+    admin("orgs", "suspend", org["id"])
+    assert status("GET", "/voices") == 403
+    admin("orgs", "reinstate", org["id"])
+    admin("accounts", "suspend", org["account_id"])
+    assert status("GET", "/voices") == 403
+    admin("accounts", "reinstate", org["account_id"])
+    admin("accounts", "disable", org["account_id"], "text-to-speech")
+    assert status("POST", "/text-to-speech", **tts) == 403
+    admin("accounts", "enable", org["account_id"], "text-to-speech")
+    admin("orgs", "disable", org["id"], "text-to-speech")
+    assert status("POST", "/text-to-speech", **tts) == 403
+    admin("orgs", "enable", org["id"], "text-to-speech")
+    response = asyncio.run(call("POST", "/text-to-speech", **tts))
+    assert response.status_code == 200
+
+    usage = admin("usage", org["id"])
+    assert usage == [
+        {
+            "request_id": response.headers["x-request-id"],
+            "endpoint": "text-to-speech",
+            "units": 3,
+            "created_at": usage[0]["created_at"],
+        }
+    ]
+    requests = admin("requests", org["id"], "--limit", "3")
+    assert len(requests) == 3
+    assert set(requests[0]) == {
+        "request_id", "method", "path", "status", "error_code", "duration_ms", "created_at"
+    }
+    assert requests[0]["request_id"] == response.headers["x-request-id"]
+    assert [r["status"] for r in requests] == [200, 403, 403]
+
+    admin("keys", "revoke", key["id"])
+    assert status("GET", "/voices") == 401
