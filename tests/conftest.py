@@ -64,7 +64,10 @@ async def _admin_sql(server_url: str, statement: str) -> None:
 
     url = make_url(server_url)
     connection = await asyncpg.connect(
-        host=url.host, port=url.port, user=url.username, password=url.password,
+        host=url.host,
+        port=url.port,
+        user=url.username,
+        password=url.password,
         database=url.database,
     )
     try:
@@ -131,7 +134,10 @@ class Tenants:
         self.settings = settings
 
     async def create(
-        self, *, account_id: str | None = None, rate_limit: int | None = None,
+        self,
+        *,
+        account_id: str | None = None,
+        rate_limit: int | None = None,
         clone_limit: int | None = None,
     ) -> Tenant:
         async def work(session: AsyncSession) -> Tenant:
@@ -141,9 +147,7 @@ class Tenants:
         return await self.run(work)
 
     async def add_key(self, tenant: Tenant, rate_limit: int | None = None) -> Tenant:
-        return await self.run(
-            lambda s: self._key(s, tenant.org_id, tenant.account_id, rate_limit)
-        )
+        return await self.run(lambda s: self._key(s, tenant.org_id, tenant.account_id, rate_limit))
 
     async def _key(
         self, session: AsyncSession, org_id: str, account_id: str, rate_limit: int | None

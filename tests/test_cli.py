@@ -139,7 +139,13 @@ def test_cli_changes_take_effect_over_http(  # type: ignore[no-untyped-def]
     requests = admin("requests", org["id"], "--limit", "3")
     assert len(requests) == 3
     assert set(requests[0]) == {
-        "request_id", "method", "path", "status", "error_code", "duration_ms", "created_at"
+        "request_id",
+        "method",
+        "path",
+        "status",
+        "error_code",
+        "duration_ms",
+        "created_at",
     }
     assert requests[0]["request_id"] == response.headers["x-request-id"]
     assert [r["status"] for r in requests] == [200, 403, 403]

@@ -103,7 +103,10 @@ def test_text_to_speech_over_http_returns_mp3(server: Server) -> None:
     response = httpx.post(
         f"{server.base_url}/text-to-speech",
         headers={"Authorization": f"Bearer {server.api_key}"},
-        json={"text": "Hello from Voice Service.", "voice_id": catalogue_voice_id("piper:en_US-joe-medium")},
+        json={
+            "text": "Hello from Voice Service.",
+            "voice_id": catalogue_voice_id("piper:en_US-joe-medium"),
+        },
         timeout=60,
     )
     assert response.status_code == 200
@@ -141,21 +144,36 @@ def test_health_endpoints_need_no_key(server: Server) -> None:
 def test_schemathesis_finds_no_failures(server: Server, tmp_path: Path) -> None:
     created = subprocess.run(  # noqa: S603
         [*CLI, "keys", "create", server.org_id, "--rate-limit", "1000000", "--json"],
-        env=server.env, capture_output=True, text=True, check=True,
+        env=server.env,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     key = json.loads(created.stdout)["secret"]
     result = subprocess.run(  # noqa: S603
         [
-            sys.executable, "-m", "schemathesis.cli", "run",
+            sys.executable,
+            "-m",
+            "schemathesis.cli",
+            "run",
             f"{server.base_url}/openapi.json",
-            "--header", f"Authorization: Bearer {key}",
-            "--checks", "all",
-            "--max-examples", "60",
-            "--max-response-time", "180",
-            "--seed", "1",
-            "--request-timeout", "60",
-            "--report-dir", str(tmp_path),
+            "--header",
+            f"Authorization: Bearer {key}",
+            "--checks",
+            "all",
+            "--max-examples",
+            "60",
+            "--max-response-time",
+            "180",
+            "--seed",
+            "1",
+            "--request-timeout",
+            "60",
+            "--report-dir",
+            str(tmp_path),
         ],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert result.returncode == 0, result.stdout[-6000:]

@@ -47,7 +47,7 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         await migrate(db)
-        loaded = engines or await asyncio.to_thread(Engines.load, settings)
+        loaded = engines if engines is not None else await asyncio.to_thread(Engines.load, settings)
         async with transaction(sessions) as session:
             await sync_catalogue(session, loaded.catalogue())
         context.engines = loaded

@@ -7,7 +7,7 @@ import json
 import sys
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from enum import Enum
+from enum import StrEnum
 from typing import Annotated, Any, TypeVar
 
 import typer
@@ -24,9 +24,13 @@ from voice_service.usage.repository import usage_for_org
 T = TypeVar("T")
 
 app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False)
-orgs_app = typer.Typer(help="Organizations: create, suspend, switch services.", no_args_is_help=True)
+orgs_app = typer.Typer(
+    help="Organizations: create, suspend, switch services.", no_args_is_help=True
+)
 accounts_app = typer.Typer(help="Accounts (customers owning organizations).", no_args_is_help=True)
-keys_app = typer.Typer(help="API keys: create (secret shown once), revoke, list.", no_args_is_help=True)
+keys_app = typer.Typer(
+    help="API keys: create (secret shown once), revoke, list.", no_args_is_help=True
+)
 app.add_typer(orgs_app, name="orgs")
 app.add_typer(accounts_app, name="accounts")
 app.add_typer(keys_app, name="keys")
@@ -34,7 +38,7 @@ app.add_typer(keys_app, name="keys")
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print only JSON on stdout.")]
 
 
-class Service(str, Enum):
+class Service(StrEnum):
     text_to_speech = "text-to-speech"
     speech_to_text = "speech-to-text"
     asr = "asr"
@@ -160,7 +164,9 @@ def _status_commands(group: typer.Typer, kind: tenancy.TenantKind, label: str) -
         _emit(as_json, {"id": id_, "status": status}, f"{label} {id_} is {status}")
 
     @group.command("suspend", help=f"Suspend an {label.lower()}: its keys get 403.")
-    def suspend(id_: Annotated[str, typer.Argument(metavar="ID")], as_json: JsonFlag = False) -> None:
+    def suspend(
+        id_: Annotated[str, typer.Argument(metavar="ID")], as_json: JsonFlag = False
+    ) -> None:
         change(id_, tenancy.SUSPENDED, as_json)
 
     @group.command("reinstate", help=f"Lift an {label.lower()}'s suspension.")
@@ -180,13 +186,17 @@ def _status_commands(group: typer.Typer, kind: tenancy.TenantKind, label: str) -
 
     @group.command("disable", help=f"Disable a service for an {label.lower()} (403).")
     def disable(
-        id_: Annotated[str, typer.Argument(metavar="ID")], service: Service, as_json: JsonFlag = False
+        id_: Annotated[str, typer.Argument(metavar="ID")],
+        service: Service,
+        as_json: JsonFlag = False,
     ) -> None:
         switch(id_, service, False, as_json)
 
     @group.command("enable", help=f"Enable a service again for an {label.lower()}.")
     def enable(
-        id_: Annotated[str, typer.Argument(metavar="ID")], service: Service, as_json: JsonFlag = False
+        id_: Annotated[str, typer.Argument(metavar="ID")],
+        service: Service,
+        as_json: JsonFlag = False,
     ) -> None:
         switch(id_, service, True, as_json)
 
@@ -239,7 +249,9 @@ def keys_list(org_id: str, as_json: JsonFlag = False) -> None:
         }
         for k in keys
     ]
-    lines = [f"{r['id']}  {r['prefix']}...  {'revoked' if r['revoked_at'] else 'active'}" for r in rows]
+    lines = [
+        f"{r['id']}  {r['prefix']}...  {'revoked' if r['revoked_at'] else 'active'}" for r in rows
+    ]
     _emit(as_json, rows, "\n".join(lines) or "no keys")
 
 
@@ -263,7 +275,10 @@ def usage(org_id: str, as_json: JsonFlag = False) -> None:
         ]
 
     rows = _run(load)
-    lines = [f"{r['created_at']:%Y-%m-%d %H:%M:%S}  {r['request_id']}  {r['endpoint']}  {r['units']}" for r in rows]
+    lines = [
+        f"{r['created_at']:%Y-%m-%d %H:%M:%S}  {r['request_id']}  {r['endpoint']}  {r['units']}"
+        for r in rows
+    ]
     _emit(as_json, rows, "\n".join(lines) or "no usage")
 
 

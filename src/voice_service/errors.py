@@ -13,7 +13,6 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-
 ACCEPTED_FORMATS = "mp3, wav, m4a, webm, ogg"
 
 

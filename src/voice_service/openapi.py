@@ -41,9 +41,7 @@ def install_openapi(app: FastAPI) -> None:
 
 def _strip_path_prefix(schema: dict[str, Any], prefix: str) -> None:
     # Paths are relative to the server URL, which carries the version prefix.
-    schema["paths"] = {
-        path.removeprefix(prefix): item for path, item in schema["paths"].items()
-    }
+    schema["paths"] = {path.removeprefix(prefix): item for path, item in schema["paths"].items()}
 
 
 def _operations(schema: dict[str, Any]) -> list[dict[str, Any]]:

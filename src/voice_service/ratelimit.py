@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 import time
 from dataclasses import dataclass
 
 from limits import RateLimitItemPerSecond
-from limits.storage import storage_from_string
 from limits.aio.strategies import MovingWindowRateLimiter
+from limits.storage import storage_from_string
 
 from voice_service.errors import RateLimited
 
@@ -53,4 +54,5 @@ class RateLimiter:
         return quota
 
     async def ping(self) -> bool:
-        return bool(await self._storage.check())
+        healthy = self._storage.check()  # typed for both the sync and the async storages
+        return bool(await healthy if inspect.isawaitable(healthy) else healthy)

@@ -35,7 +35,10 @@ async def test_success_carries_a_request_id(client: httpx.AsyncClient, tenant: T
 
 
 async def test_request_ids_are_unique(client: httpx.AsyncClient, tenant: Tenant) -> None:
-    ids = {(await client.get("/voices", headers=tenant.headers)).headers["x-request-id"] for _ in range(5)}
+    ids = {
+        (await client.get("/voices", headers=tenant.headers)).headers["x-request-id"]
+        for _ in range(5)
+    }
     assert len(ids) == 5
 
 

@@ -50,7 +50,9 @@ async def test_keys_have_separate_budgets(client: httpx.AsyncClient, tenants: Te
 
 
 async def test_default_limit_is_100_per_minute(client: httpx.AsyncClient, tenant: Tenant) -> None:
-    statuses = [(await client.get("/voices", headers=tenant.headers)).status_code for _ in range(101)]
+    statuses = [
+        (await client.get("/voices", headers=tenant.headers)).status_code for _ in range(101)
+    ]
     assert statuses[:100] == [200] * 100
     assert statuses[100] == 429
 

@@ -58,7 +58,9 @@ async def test_rejections_of_a_known_key_are_logged_against_its_org(
     await client.get("/voices", headers=tenant.headers)
     limited = await client.get("/voices", headers=tenant.headers)
     invalid = await client.post("/text-to-speech", headers=tenant.headers, json={})
-    rows = {r.request_id: r for r in await tenants.run(lambda s: recent_requests(s, tenant.org_id, 10))}
+    rows = {
+        r.request_id: r for r in await tenants.run(lambda s: recent_requests(s, tenant.org_id, 10))
+    }
     assert rows[limited.headers["x-request-id"]].error_code == "RATE_LIMITED"
     # Rate limiting comes before validation: the over-limit request is refused as such.
     assert rows[invalid.headers["x-request-id"]].status == 429

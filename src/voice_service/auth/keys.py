@@ -13,7 +13,7 @@ from pathlib import Path
 from voice_service.settings import Settings
 
 _ALPHABET = string.ascii_letters + string.digits
-SECRET_PREFIX = "vs_"
+SECRET_PREFIX = "vs_"  # noqa: S105 (a marker, not a secret)
 SECRET_BODY_LENGTH = 40  # 40 base62 characters carry 238 bits
 DISPLAY_PREFIX_LENGTH = 10
 

@@ -51,8 +51,11 @@ async def create_org(
 
 
 async def _tenant(session: AsyncSession, kind: TenantKind, id_: str) -> Account | Organization:
-    model: type[Account] | type[Organization] = Account if kind == "account" else Organization
-    tenant = await session.get(model, id_, with_for_update=True)
+    tenant: Account | Organization | None
+    if kind == "account":
+        tenant = await session.get(Account, id_, with_for_update=True)
+    else:
+        tenant = await session.get(Organization, id_, with_for_update=True)
     if tenant is None:
         raise UnknownId(kind, id_)
     return tenant

@@ -36,10 +36,7 @@ async def sync_catalogue(session: AsyncSession, engine_voices: Sequence[EngineVo
     Ids derive from engine keys, so they survive restarts; a voice that is no longer
     offered is hidden, and comes back with its id if it returns."""
     wanted = {catalogue_voice_id(v.key): v for v in engine_voices}
-    existing = {
-        v.id: v
-        for v in await session.scalars(select(Voice).where(Voice.type == PROVIDER))
-    }
+    existing = {v.id: v for v in await session.scalars(select(Voice).where(Voice.type == PROVIDER))}
     for voice_id, engine_voice in wanted.items():
         row = existing.get(voice_id)
         if row is None:

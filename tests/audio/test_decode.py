@@ -1,0 +1,135 @@
+"""Streamed, bounded decoding to mono float32, with durations counted from samples."""
+
+from __future__ import annotations
+
+import struct
+import time
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+from tests import speech_clips as sc
+
+from voice_service.audio.decode import AudioTooLong, UndecodableAudio, decode_audio
+from voice_service.audio.formats import identify_audio
+from voice_service.engines.protocols import Pcm
+
+SECONDS = 1.5
+
+
+@pytest.fixture(scope="module")
+def clips(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("decode")
+    pcm = sc.tone(SECONDS, rate=22050)
+    return {v: sc.write_audio(folder / f"{v}.upload", pcm, v) for v in sc.FORMATS}
+
+
+@pytest.mark.parametrize("variant", sorted(sc.FORMATS))
+def test_decodes_every_variant_to_mono_16k(clips: dict[str, Path], variant: str) -> None:
+    path = clips[variant]
+    audio = decode_audio(path, max_seconds=60, fmt=identify_audio(path))
+    assert audio.samples.dtype == np.float32
+    assert audio.samples.ndim == 1
+    assert audio.sample_rate == 16000
+    assert audio.duration_seconds == pytest.approx(SECONDS, abs=0.03)
+    assert len(audio.samples) == pytest.approx(SECONDS * 16000, abs=0.03 * 16000)
+    # The 0.3-amplitude tone survives every codec (RMS of a sine is amplitude / sqrt 2).
+    rms = float(np.sqrt(np.mean(audio.samples**2)))
+    assert rms == pytest.approx(0.3 / np.sqrt(2), rel=0.15)
+
+
+def test_other_output_rate(clips: dict[str, Path]) -> None:
+    audio = decode_audio(clips["ogg-opus"], max_seconds=60, rate=22050)
+    assert audio.sample_rate == 22050
+    assert len(audio.samples) == pytest.approx(SECONDS * 22050, abs=0.03 * 22050)
+    assert audio.duration_seconds == pytest.approx(SECONDS, abs=0.03)
+
+
+def test_stereo_is_downmixed(tmp_path: Path) -> None:
+    # Left carries a tone, right is silent: the mono mix keeps the tone at reduced level.
+    tone = sc.tone(1.0, rate=48000).samples
+    stereo = np.stack([tone, np.zeros_like(tone)]).T.reshape(1, -1)
+    path = tmp_path / "stereo"
+    with av.open(str(path), "w", format="wav") as container:
+        stream = container.add_stream("pcm_s16le", rate=48000, layout="stereo")
+        frame = av.AudioFrame.from_ndarray(stereo, format="s16", layout="stereo")
+        frame.sample_rate = 48000
+        frame.pts = 0
+        frame.time_base = Fraction(1, 48000)
+        for packet in [*stream.encode(frame), *stream.encode(None)]:
+            container.mux(packet)
+    audio = decode_audio(path, max_seconds=60)
+    assert audio.duration_seconds == pytest.approx(1.0, abs=1e-3)
+    rms = float(np.sqrt(np.mean(audio.samples**2)))
+    assert 0.05 < rms < 0.3 / np.sqrt(2)
+
+
+def test_duration_comes_from_samples_not_the_header(clips: dict[str, Path], tmp_path: Path) -> None:
+    # A WAV whose RIFF and data sizes claim ~4 GB: the decoder must count what is there.
+    data = bytearray(clips["wav-s16"].read_bytes())
+    data[4:8] = struct.pack("<I", 0xFFFFFFF0)
+    data_at = data.index(b"data")
+    data[data_at + 4 : data_at + 8] = struct.pack("<I", 0xFFFFFF00)
+    path = tmp_path / "lying.wav"
+    path.write_bytes(bytes(data))
+    audio = decode_audio(path, max_seconds=60)
+    assert audio.duration_seconds == pytest.approx(SECONDS, abs=0.01)
+
+
+def test_refuses_audio_longer_than_the_maximum(clips: dict[str, Path]) -> None:
+    with pytest.raises(AudioTooLong):
+        decode_audio(clips["mp3"], max_seconds=1.0)
+    assert decode_audio(clips["mp3"], max_seconds=2.0).duration_seconds < 2.0
+
+
+def test_tiny_file_that_decodes_to_hours_is_refused_quickly(tmp_path: Path) -> None:
+    path = sc.long_silent_ogg_opus(tmp_path / "bomb.ogg", seconds=3 * 3600)
+    assert path.stat().st_size < 3 * 1024 * 1024
+    assert identify_audio(path) is not None
+    start = time.perf_counter()
+    with pytest.raises(AudioTooLong):
+        decode_audio(path, max_seconds=30)
+    # Only ~30 s of audio is ever decoded: milliseconds, not the minutes three hours take.
+    assert time.perf_counter() - start < 2.0
+
+
+@pytest.mark.parametrize("variant", ["wav-s16", "mp3", "ogg-opus", "webm-vorbis"])
+def test_truncated_file_returns_what_decoded(
+    clips: dict[str, Path], tmp_path: Path, variant: str
+) -> None:
+    data = clips[variant].read_bytes()
+    path = tmp_path / "cut"
+    path.write_bytes(data[: len(data) * 2 // 3])
+    audio = decode_audio(path, max_seconds=60)
+    assert 0.3 < audio.duration_seconds < SECONDS
+    assert len(audio.samples) > 0
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"",
+        b"not audio at all " * 100,
+        b"ID3\x04\x00\x00\x00\x00\x00\x00" + bytes(range(256)) * 40,
+        b"OggS\x00\x02" + bytes(22) + bytes(range(256)) * 40,
+    ],
+    ids=["empty", "text", "id3-garbage", "ogg-garbage"],
+)
+def test_undecodable(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "junk"
+    path.write_bytes(content)
+    with pytest.raises(UndecodableAudio):
+        decode_audio(path, max_seconds=60)
+
+
+def test_speech_survives_the_round_trip(tmp_path: Path) -> None:
+    # Decoded speech lines up with the source resampled directly (same length, correlated).
+    pcm: Pcm = sc.english_speech()
+    path = sc.write_audio(tmp_path / "speech", pcm, "wav-s16")
+    audio = decode_audio(path, max_seconds=60)
+    reference = sc.resample_16k(pcm)
+    n = min(len(reference), len(audio.samples))
+    assert abs(len(reference) - len(audio.samples)) < 160
+    assert np.corrcoef(reference[:n], audio.samples[:n])[0, 1] > 0.99

@@ -1,0 +1,184 @@
+"""Content sniffing and the PyAV probe, on real files made with PyAV in every variant."""
+
+from __future__ import annotations
+
+import os
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+from tests import speech_clips as sc
+
+from voice_service.audio.formats import (
+    AudioFormat,
+    UnsupportedAudio,
+    identify_audio,
+    sniff_container,
+)
+
+EXPECTED = {
+    "mp3": AudioFormat.MP3,
+    "mp3-no-id3": AudioFormat.MP3,
+    "wav-u8": AudioFormat.WAV,
+    "wav-s16": AudioFormat.WAV,
+    "wav-s24": AudioFormat.WAV,
+    "wav-s32": AudioFormat.WAV,
+    "wav-f32": AudioFormat.WAV,
+    "wav-stereo-48k": AudioFormat.WAV,
+    "m4a": AudioFormat.M4A,
+    "webm-opus": AudioFormat.WEBM,
+    "webm-vorbis": AudioFormat.WEBM,
+    "ogg-opus": AudioFormat.OGG,
+    "ogg-vorbis": AudioFormat.OGG,
+}
+
+
+@pytest.fixture(scope="module")
+def clips(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("formats")
+    pcm = sc.tone(1.0, rate=22050)
+    return {v: sc.write_audio(folder / f"{v}.upload", pcm, v) for v in sc.FORMATS}
+
+
+def test_every_variant_covered() -> None:
+    assert set(EXPECTED) == set(sc.FORMATS)
+
+
+@pytest.mark.parametrize("variant", sorted(EXPECTED))
+def test_identifies_every_supported_variant(clips: dict[str, Path], variant: str) -> None:
+    assert identify_audio(clips[variant]) is EXPECTED[variant]
+
+
+def test_mp3_without_id3_starts_with_a_frame(clips: dict[str, Path]) -> None:
+    head = clips["mp3-no-id3"].read_bytes()[:4]
+    assert head[0] == 0xFF
+    assert clips["mp3"].read_bytes()[:3] == b"ID3"
+
+
+def test_name_is_never_consulted(clips: dict[str, Path], tmp_path: Path) -> None:
+    # A WAV called .mp3 is a WAV; an Ogg called .wav is an Ogg.
+    wav_as_mp3 = tmp_path / "speech.mp3"
+    wav_as_mp3.write_bytes(clips["wav-s16"].read_bytes())
+    ogg_as_wav = tmp_path / "speech.wav"
+    ogg_as_wav.write_bytes(clips["ogg-opus"].read_bytes())
+    assert identify_audio(wav_as_mp3) is AudioFormat.WAV
+    assert identify_audio(ogg_as_wav) is AudioFormat.OGG
+
+
+def _reject(path: Path) -> UnsupportedAudio:
+    with pytest.raises(UnsupportedAudio) as caught:
+        identify_audio(path)
+    assert "mp3, wav, m4a, webm, ogg" in str(caught.value)
+    return caught.value
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"",
+        b"hello, this is plain text and not audio at all\n" * 20,
+        b"\x89PNG\r\n\x1a\n" + bytes(200),
+        b"%PDF-1.7\n" + bytes(200),
+        b"\xff\xfb" + bytes(500),  # one MPEG-looking sync word, no valid frame pair
+    ],
+    ids=["empty", "text", "png", "pdf", "lone-sync"],
+)
+def test_rejects_junk(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "upload.mp3"
+    path.write_bytes(content)
+    _reject(path)
+
+
+def test_rejects_random_bytes(tmp_path: Path) -> None:
+    path = tmp_path / "random.wav"
+    path.write_bytes(os.urandom(64 * 1024))
+    _reject(path)
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        b"RIFF\x24\x00\x01\x00WAVE",
+        b"ID3\x04\x00\x00\x00\x00\x00\x00",
+        b"OggS\x00\x02" + bytes(22),
+        b"\x00\x00\x00\x1cftypM4A \x00\x00\x02\x00isomiso2",
+        # EBML header with DocType "webm"
+        b"\x1a\x45\xdf\xa3\x8fB\x82\x84webmB\x87\x81\x04B\x85\x81\x02",
+    ],
+    ids=["wav", "id3", "ogg", "m4a", "webm"],
+)
+def test_rejects_valid_magic_followed_by_garbage(tmp_path: Path, header: bytes) -> None:
+    path = tmp_path / "upload"
+    path.write_bytes(header + np.random.default_rng(1).bytes(32 * 1024))
+    assert sniff_container(path.read_bytes()[:4096]) is not None
+    _reject(path)
+
+
+def test_rejects_truncated_m4a(clips: dict[str, Path], tmp_path: Path) -> None:
+    # PyAV writes the moov atom last, so a cut m4a has no index and cannot be read.
+    path = tmp_path / "cut.m4a"
+    path.write_bytes(clips["m4a"].read_bytes()[:2000])
+    _reject(path)
+
+
+def test_accepts_truncated_wav(clips: dict[str, Path], tmp_path: Path) -> None:
+    path = tmp_path / "cut.wav"
+    data = clips["wav-s16"].read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    assert identify_audio(path) is AudioFormat.WAV
+
+
+def _write(path: Path, demuxer: str, codec: str, fmt: str, layout: str = "mono") -> Path:
+    with av.open(str(path), "w", format=demuxer) as container:
+        stream = container.add_stream(codec, rate=16000, layout=layout)
+        assert isinstance(stream, av.AudioStream)
+        stream.codec_context.format = fmt
+        frame = av.AudioFrame.from_ndarray(
+            sc.tone(0.5).samples.reshape(1, -1), format="s16", layout="mono"
+        )
+        frame.sample_rate = 16000
+        frame.pts = 0
+        frame.time_base = Fraction(1, 16000)
+        for packet in [*stream.encode(frame), *stream.encode(None)]:
+            container.mux(packet)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("demuxer", "codec", "fmt"),
+    [
+        ("ogg", "flac", "s16"),  # FLAC in Ogg
+        ("wav", "pcm_alaw", "s16"),  # telephony codec in a WAV
+        ("matroska", "libopus", "s16"),  # Matroska, not WebM (DocType "matroska")
+        ("mp4", "alac", "s16p"),  # Apple Lossless in an m4a
+        ("flac", "flac", "s16"),
+    ],
+)
+def test_rejects_other_codecs_and_containers(
+    tmp_path: Path, demuxer: str, codec: str, fmt: str
+) -> None:
+    _reject(_write(tmp_path / "other", demuxer, codec, fmt))
+
+
+def test_rejects_container_without_audio(tmp_path: Path) -> None:
+    path = tmp_path / "video.webm"
+    with av.open(str(path), "w", format="webm") as container:
+        stream = container.add_stream("libvpx", rate=10)
+        stream.width, stream.height, stream.pix_fmt = 32, 32, "yuv420p"
+        frame = av.VideoFrame.from_ndarray(np.zeros((32, 32, 3), np.uint8), format="rgb24")
+        for packet in [*stream.encode(frame), *stream.encode(None)]:
+            container.mux(packet)
+    _reject(path)
+
+
+def test_sniff_needs_two_consistent_mpeg_frames() -> None:
+    # MPEG-1 layer III, 128 kbit/s, 44.1 kHz, no padding: 417-byte frames.
+    header = b"\xff\xfb\x90\x00"
+    frame = header + bytes(413)
+    assert sniff_container(frame + frame) is AudioFormat.MP3
+    assert sniff_container(frame + bytes(417)) is None
+    assert (
+        sniff_container(b"\xff\xfd\x90\x00" + bytes(413) + b"\xff\xfd\x90\x00") is None
+    )  # layer II

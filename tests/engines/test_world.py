@@ -1,0 +1,163 @@
+"""WORLD timbre cloning: profile analysis, speech gates and conversion, on real speech.
+
+Pitch-shifted samples are Piper speech relabelled with a higher or lower sample rate (a tape
+played faster or slower): pitch and formants move by exactly that factor, which gives the
+analysis a known answer.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+import pyworld
+from tests.speech_clips import ENGLISH_TEXTS, english_speech, espeak_speech, silence, tone
+
+from voice_service.engines.protocols import Pcm
+from voice_service.engines.world import (
+    Conversion,
+    NoSpeechInSample,
+    VoiceProfile,
+    analyse_sample,
+    convert,
+)
+
+
+def _buzz(seconds: float, hz: float, rate: int = 16000) -> Pcm:
+    """A steady harmonic tone: periodic like a vowel, but its pitch never moves."""
+    t = np.arange(int(seconds * rate)) / rate
+    wave = sum(np.sin(2 * np.pi * hz * k * t) / k for k in range(1, 20))
+    return Pcm((0.2 * 32767 * wave).astype(np.int16), rate)
+
+
+def _f0(pcm: Pcm) -> npt.NDArray[np.float64]:
+    signal = pcm.samples.astype(np.float64) / 32768.0
+    f0, _ = pyworld.harvest(signal, pcm.sample_rate, f0_floor=50.0, f0_ceil=600.0)
+    return np.asarray(f0, dtype=np.float64)
+
+
+def _retuned(pcm: Pcm, factor: float) -> Pcm:
+    return Pcm(samples=pcm.samples, sample_rate=round(pcm.sample_rate * factor))
+
+
+@pytest.fixture(scope="module")
+def base_speech() -> Pcm:
+    # Two sentences (~7 s): one sentence's pitch median rests on too few clean frames.
+    parts = [english_speech(text).samples for text in ENGLISH_TEXTS[1:3]]
+    return Pcm(samples=np.concatenate(parts), sample_rate=22050)
+
+
+@pytest.fixture(scope="module")
+def base_profile() -> VoiceProfile:
+    parts = [english_speech(text).samples for text in ENGLISH_TEXTS]
+    return analyse_sample(Pcm(samples=np.concatenate(parts), sample_rate=22050))
+
+
+@pytest.fixture(scope="module")
+def high_profile(base_speech: Pcm) -> VoiceProfile:
+    return analyse_sample(_retuned(base_speech, 1.3))
+
+
+@pytest.fixture(scope="module")
+def converted(base_speech: Pcm, base_profile: VoiceProfile, high_profile: VoiceProfile) -> Pcm:
+    return convert(base_speech, Conversion.between(base_profile, high_profile))
+
+
+def test_profile_round_trips_through_json(base_profile: VoiceProfile) -> None:
+    stored = json.loads(json.dumps(base_profile.to_dict()))
+
+    assert VoiceProfile.from_dict(stored) == base_profile
+    assert stored["version"] == 1
+
+
+def test_profile_of_unknown_version_is_rejected(base_profile: VoiceProfile) -> None:
+    with pytest.raises(ValueError, match="version"):
+        VoiceProfile.from_dict({**base_profile.to_dict(), "version": 99})
+
+
+def test_pitch_statistics_follow_the_speaker() -> None:
+    # espeak-ng's clean, steady voicing: Piper's joe is creaky enough that the median of one
+    # or two sentences wobbles by ~10 % when the audio is merely resampled.
+    speech = espeak_speech(" ".join(ENGLISH_TEXTS[:2]), "en-us")
+    normal = analyse_sample(speech)
+    higher = analyse_sample(_retuned(speech, 1.3))
+    lower = analyse_sample(_retuned(speech, 0.8))
+
+    assert 70 < normal.f0_median_hz < 200  # espeak's default English voice is male
+    assert higher.f0_median_hz == pytest.approx(normal.f0_median_hz * 1.3, rel=0.1)
+    assert lower.f0_median_hz == pytest.approx(normal.f0_median_hz * 0.8, rel=0.1)
+
+
+def test_formant_scale_is_recovered(base_profile: VoiceProfile, high_profile: VoiceProfile) -> None:
+    conversion = Conversion.between(base_profile, high_profile)
+
+    # 1.3 lies beyond the warp's upper bound (1.25), so the bound it must reach.
+    assert conversion.formant_scale == pytest.approx(1.25, abs=0.03)
+    assert conversion.f0_log_shift == pytest.approx(math.log(1.3), abs=0.1)
+
+
+def test_conversion_moves_pitch_toward_the_target(
+    base_speech: Pcm, base_profile: VoiceProfile, high_profile: VoiceProfile, converted: Pcm
+) -> None:
+    # Frame by frame on the same words: the ratio is the applied shift, free of the
+    # statistics' sensitivity to which frames count as voiced.
+    before, after = _f0(base_speech), _f0(converted)
+    both = (before > 0) & (after > 0)
+    measured = float(np.median(after[both] / before[both]))
+
+    wanted = high_profile.f0_median_hz / base_profile.f0_median_hz
+    assert wanted > 1.15
+    assert measured == pytest.approx(wanted, rel=0.05)
+
+
+def test_converted_audio_is_same_rate_mono_int16(base_speech: Pcm, converted: Pcm) -> None:
+    assert converted.sample_rate == base_speech.sample_rate
+    assert converted.samples.dtype == np.int16
+    assert converted.samples.ndim == 1
+    assert converted.duration_seconds == pytest.approx(base_speech.duration_seconds, abs=0.02)
+    assert np.abs(converted.samples).max() > 3000  # audible, not silence
+
+
+def test_concurrent_conversions_match_serial_ones(
+    base_speech: Pcm, base_profile: VoiceProfile, high_profile: VoiceProfile, converted: Pcm
+) -> None:
+    short = Pcm(samples=base_speech.samples[: base_speech.sample_rate], sample_rate=22050)
+    conversion = Conversion.between(base_profile, high_profile)
+    expected = convert(short, conversion).samples
+    results: list[Pcm] = []
+    threads = [
+        threading.Thread(target=lambda: results.append(convert(short, conversion)))
+        for _ in range(2)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert len(results) == 2
+    assert all(np.array_equal(result.samples, expected) for result in results)
+
+
+@pytest.mark.parametrize(
+    ("sample", "message"),
+    [
+        (silence(3.0), "silent"),
+        (_buzz(3.0, hz=150.0), "steady tone"),
+        (tone(3.0, hz=440.0), "voiced"),
+        (Pcm(np.zeros(100, dtype=np.int16), 16000), "shorter"),
+    ],
+    ids=["silence", "buzz", "sine", "too-short"],
+)
+def test_sample_without_speech_is_rejected(sample: Pcm, message: str) -> None:
+    with pytest.raises(NoSpeechInSample, match=message):
+        analyse_sample(sample)
+
+
+def test_noise_is_rejected() -> None:
+    noise = np.random.default_rng(7).normal(0.0, 3000.0, 16000 * 3)
+    with pytest.raises(NoSpeechInSample):
+        analyse_sample(Pcm(np.clip(noise, -32768, 32767).astype(np.int16), 16000))
