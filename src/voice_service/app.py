@@ -21,6 +21,8 @@ from voice_service.ratelimit import RateLimiter
 from voice_service.requestlog.repository import log_writer
 from voice_service.settings import Settings
 from voice_service.speech.routes import router as speech_router
+from voice_service.transcription.routes import router as transcription_router
+from voice_service.uploads import MULTIPART_OVERHEAD_BYTES
 from voice_service.voices.repository import sync_catalogue
 from voice_service.voices.routes import router as voices_router
 
@@ -70,11 +72,16 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
     install_error_handlers(app)
     api = APIRouter(prefix=API_PREFIX)
     api.include_router(speech_router)
+    api.include_router(transcription_router)
     api.include_router(voices_router)
     app.include_router(api)
     app.include_router(health_router)
     # Added last runs first: the request id and log wrap everything, the cap wraps routes.
-    app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_upload_bytes)
+    app.add_middleware(
+        BodySizeLimitMiddleware,
+        max_bytes=settings.max_upload_bytes + MULTIPART_OVERHEAD_BYTES,
+        advertised_bytes=settings.max_upload_bytes,
+    )
     app.add_middleware(RequestContextMiddleware, write_log=log_writer(sessions))
     install_openapi(app)
     return app

@@ -92,9 +92,10 @@ class RequestContextMiddleware:
 class BodySizeLimitMiddleware:
     """Refuses bodies over the cap while they stream in, before anything buffers them."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, advertised_bytes: int) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.advertised_bytes = advertised_bytes  # the file limit users are told about
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -119,7 +120,7 @@ class BodySizeLimitMiddleware:
         await self.app(scope, capped_receive, send)
 
     def _error(self) -> PayloadTooLarge:
-        megabytes = self.max_bytes / (1024 * 1024)
+        megabytes = self.advertised_bytes / (1024 * 1024)
         return PayloadTooLarge(f"The request body exceeds the {megabytes:g} MB limit.")
 
 

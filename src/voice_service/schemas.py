@@ -54,6 +54,22 @@ def json_request_body(model: type[BaseModel]) -> dict[str, Any]:
     }
 
 
+def multipart_request_body(
+    properties: dict[str, dict[str, Any]], required: list[str]
+) -> dict[str, Any]:
+    """OpenAPI for a multipart body that the route parses itself, after authentication."""
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {
+                "multipart/form-data": {
+                    "schema": {"type": "object", "properties": properties, "required": required}
+                }
+            },
+        }
+    }
+
+
 async def parse_json(request: Request, model: type[M]) -> M:
     try:
         return model.model_validate_json(await request.body())

@@ -44,7 +44,17 @@ class Settings(BaseSettings):
     piper_voices_dir: Path | None = Field(
         None, description="Extra Piper voices (*.onnx + *.onnx.json) to add to the catalogue."
     )
-    max_upload_bytes: int = Field(25 * 1024 * 1024, ge=1, description="Request body cap.")
+    whisper_model_dir: Path | None = Field(
+        None,
+        description="A CTranslate2 Whisper model to use instead of the packaged base model "
+        "(the packaged tiny.en fast path for English is then off).",
+    )
+    max_audio_seconds: float = Field(
+        1800.0, gt=0, description="Longest decoded audio accepted for transcription."
+    )
+    max_upload_bytes: int = Field(
+        25 * 1024 * 1024, ge=1, description="Largest audio file accepted (25 MiB)."
+    )
     mp3_bitrate: int = Field(64_000, ge=64_000, description="MP3 bitrate of synthesized speech.")
 
     @property

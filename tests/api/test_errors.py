@@ -104,7 +104,7 @@ async def test_validation_message_names_the_field(
 async def test_declared_oversized_body_is_413_before_reading(
     client: httpx.AsyncClient, tenant: Tenant
 ) -> None:
-    headers = {**tenant.headers, "Content-Length": str(25 * 1024 * 1024 + 1)}
+    headers = {**tenant.headers, "Content-Length": str(26 * 1024 * 1024)}
     response = await client.post("/text-to-speech", headers=headers, content=b"{}")
     assert_error(response, 413, "PAYLOAD_TOO_LARGE")
 

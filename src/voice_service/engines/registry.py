@@ -2,22 +2,28 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from voice_service.engines.espeak import EspeakEngine
 from voice_service.engines.piper import PiperEngine
-from voice_service.engines.protocols import EngineVoice, Pcm, TextToSpeech
+from voice_service.engines.protocols import EngineVoice, Pcm, SpeechToText, TextToSpeech
+from voice_service.engines.whisper import WhisperEngine, english_model_dir
 from voice_service.settings import Settings
 
 
 @dataclass(frozen=True, slots=True)
 class Engines:
     speakers: Sequence[TextToSpeech]
+    transcriber: SpeechToText
 
     @classmethod
     def load(cls, settings: Settings) -> Engines:
-        return cls(speakers=(PiperEngine(settings.piper_voices_dir), EspeakEngine()))
+        return cls(
+            speakers=(PiperEngine(settings.piper_voices_dir), EspeakEngine()),
+            transcriber=_load_whisper(settings),
+        )
 
     def catalogue(self) -> list[EngineVoice]:
         return [voice for engine in self.speakers for voice in engine.voices()]
@@ -27,3 +33,17 @@ class Engines:
             if any(voice.key == voice_key for voice in engine.voices()):
                 return engine.synthesize(voice_key, text)
         raise KeyError(voice_key)
+
+
+def _load_whisper(settings: Settings) -> WhisperEngine:
+    cores = os.cpu_count() or 1
+    return WhisperEngine(
+        settings.data_dir,
+        model_dir=settings.whisper_model_dir,
+        # tiny.en beats the packaged base model on English in speed and accuracy; a model
+        # the operator chose is not second-guessed.
+        english_model=english_model_dir() if settings.whisper_model_dir is None else None,
+        # One model replica per pool slot, threads shared out so they never exceed cores.
+        num_workers=settings.pool_size,
+        cpu_threads=max(1, cores // settings.pool_size),
+    )

@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request
+
+from voice_service.auth.principal import Principal
+from voice_service.deps import Context, require_service
+from voice_service.errors import ACCEPTED_FORMATS
+from voice_service.schemas import error_responses, multipart_request_body
+from voice_service.transcription.schemas import Transcript
+from voice_service.transcription.service import transcribe_upload
+from voice_service.uploads import receive_upload
+
+router = APIRouter(tags=["transcription"])
+
+_BODY = multipart_request_body(
+    {
+        "file": {
+            "type": "string",
+            "format": "binary",
+            "description": f"Audio: {ACCEPTED_FORMATS}; at most 25 MB. Checked by content.",
+        },
+        "language": {
+            "type": "string",
+            "description": "ISO 639-1 hint (e.g. en). Omit it to detect the language.",
+        },
+    },
+    required=["file"],
+)
+_RESPONSES = error_responses(400, 413, 415, 502)
+
+
+async def _transcribe(
+    request: Request, context: Context, principal: Principal, endpoint: str
+) -> Transcript:
+    settings = context.settings
+    async with receive_upload(
+        request,
+        file_field="file",
+        max_file_bytes=settings.max_upload_bytes,
+        tmp_dir=settings.data_dir / "tmp",
+    ) as upload:
+        transcription = await transcribe_upload(
+            context,
+            principal,
+            request.state.request_id,
+            endpoint,
+            upload.path,
+            upload.fields.get("language"),
+        )
+    return Transcript(
+        text=transcription.text,
+        language=transcription.language,
+        request_id=request.state.request_id,
+    )
+
+
+@router.post(
+    "/speech-to-text",
+    summary="Transcribe an audio file",
+    response_model=Transcript,
+    responses=_RESPONSES,
+    openapi_extra=_BODY,
+)
+async def speech_to_text(
+    request: Request,
+    context: Context,
+    principal: Annotated[Principal, Depends(require_service("speech-to-text"))],
+) -> Transcript:
+    return await _transcribe(request, context, principal, "speech-to-text")
+
+
+@router.post(
+    "/asr",
+    summary="Transcribe an audio file (usage recorded under ASR)",
+    response_model=Transcript,
+    responses=_RESPONSES,
+    openapi_extra=_BODY,
+)
+async def asr(
+    request: Request,
+    context: Context,
+    principal: Annotated[Principal, Depends(require_service("asr"))],
+) -> Transcript:
+    return await _transcribe(request, context, principal, "asr")

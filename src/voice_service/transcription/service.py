@@ -1,0 +1,83 @@
+"""Transcription: validate the upload by content, decode bounded, transcribe, bill seconds."""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from voice_service.audio.decode import AudioTooLong, UndecodableAudio, decode_audio
+from voice_service.audio.formats import UnsupportedAudio, identify_audio
+from voice_service.auth.principal import Principal
+from voice_service.context import AppContext
+from voice_service.db import transaction
+from voice_service.engines.protocols import EngineError, SpeechToText, Transcription
+from voice_service.errors import InvalidRequest, ProviderError, UnsupportedMediaType
+from voice_service.usage.repository import record_usage
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class TranscribedAudio:
+    transcription: Transcription
+    duration_seconds: float
+
+
+def parse_language(value: str | None, known: frozenset[str]) -> str | None:
+    """None (detect) for an omitted or empty hint; else a code the model knows."""
+    if value is None or not value.strip():
+        return None
+    code = value.strip().lower()
+    if code not in known:
+        raise InvalidRequest(
+            f"language: {value!r} is not an ISO 639-1 code the model knows "
+            "(two letters, e.g. en, de, es); omit it to detect the language."
+        )
+    return code
+
+
+async def transcribe_upload(
+    context: AppContext,
+    principal: Principal,
+    request_id: str,
+    endpoint: str,
+    path: Path,
+    language: str | None,
+) -> Transcription:
+    assert context.engines is not None
+    transcriber = context.engines.transcriber
+    code = parse_language(language, transcriber.languages())
+    try:
+        result = await context.pool.run(
+            _transcribe_file, transcriber, path, code, context.settings.max_audio_seconds
+        )
+    except UnsupportedAudio as exc:
+        raise UnsupportedMediaType(str(exc)) from None
+    except UndecodableAudio:
+        raise UnsupportedMediaType() from None
+    except AudioTooLong as exc:
+        raise InvalidRequest(
+            f"file: the audio is longer than the {exc.max_seconds:g} s this service accepts."
+        ) from None
+    except EngineError as exc:
+        logger.error("transcription failed for %s: %r", request_id, exc)
+        raise ProviderError() from exc
+    async with transaction(context.sessions) as session:
+        record_usage(session, principal, request_id, endpoint, billed_seconds(result))
+    return result.transcription
+
+
+def billed_seconds(result: TranscribedAudio) -> int:
+    # One unit per started second; audio of unknown (zero) length still costs one.
+    return max(1, math.ceil(result.duration_seconds))
+
+
+def _transcribe_file(
+    transcriber: SpeechToText, path: Path, language: str | None, max_seconds: float
+) -> TranscribedAudio:
+    fmt = identify_audio(path)
+    audio = decode_audio(path, max_seconds=max_seconds, fmt=fmt)
+    transcription = transcriber.transcribe(audio.samples, language)
+    return TranscribedAudio(transcription, audio.duration_seconds)

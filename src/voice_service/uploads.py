@@ -1,0 +1,70 @@
+"""Multipart uploads: parsed as they stream in, the file spooled to disk, never whole in RAM.
+
+The body-size middleware has already capped the stream; here the parser's own limits stop
+part floods and oversized text fields, and the file lands in a named temporary file that
+PyAV can open and that is removed when the request is done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from fastapi import Request
+from starlette.datastructures import UploadFile
+
+from voice_service.errors import InvalidRequest, PayloadTooLarge
+
+# Room for the boundaries and part headers around a file of the full allowed size.
+MULTIPART_OVERHEAD_BYTES = 64 * 1024
+MAX_FIELDS = 8
+MAX_FIELD_BYTES = 16 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Upload:
+    path: Path
+    size: int
+    fields: dict[str, str]
+
+
+@asynccontextmanager
+async def receive_upload(
+    request: Request, *, file_field: str, max_file_bytes: int, tmp_dir: Path
+) -> AsyncIterator[Upload]:
+    """The request's file and text fields; the file is deleted on exit."""
+    content_type = request.headers.get("content-type", "")
+    if not content_type.lower().startswith("multipart/form-data"):
+        raise InvalidRequest("Content-Type must be multipart/form-data with a file field.")
+    # Starlette's parser raises HTTPException(400) on malformed multipart, answered as
+    # INVALID_REQUEST by the one handler; files beyond the first and floods of fields are
+    # refused by count, text fields by size.
+    form = await request.form(max_files=1, max_fields=MAX_FIELDS, max_part_size=MAX_FIELD_BYTES)
+    try:
+        file = form.get(file_field)
+        if not isinstance(file, UploadFile):
+            raise InvalidRequest(f"{file_field}: an audio file is required.")
+        if file.size is not None and file.size > max_file_bytes:
+            raise PayloadTooLarge(f"{file_field}: the file exceeds {max_file_bytes} bytes.")
+        fields = {k: v for k, v in form.multi_items() if isinstance(v, str)}
+        path = await asyncio.to_thread(_spool_to_named_file, file, tmp_dir)
+        try:
+            yield Upload(path=path, size=path.stat().st_size, fields=fields)
+        finally:
+            path.unlink(missing_ok=True)
+    finally:
+        await form.close()
+
+
+def _spool_to_named_file(file: UploadFile, tmp_dir: Path) -> Path:
+    # The parser spools to an anonymous file; decoders want a path.
+    tmp_dir.mkdir(parents=True, exist_ok=True)
+    file.file.seek(0)
+    with tempfile.NamedTemporaryFile(dir=tmp_dir, prefix="upload-", delete=False) as target:
+        shutil.copyfileobj(file.file, target, length=1024 * 1024)
+    return Path(target.name)
