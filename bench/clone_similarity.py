@@ -96,6 +96,7 @@ class _VariantEspeak(EspeakEngine):
         super().__init__()
         extra = tuple(EngineVoice(f"{ESPEAK_PREFIX}{name}", name, "en") for name in variants)
         self._voices = (*self._voices, *extra)
+        self._keys = frozenset(voice.key for voice in self._voices)
 
 
 def _speed_perturb(pcm: Pcm, factor: float) -> Pcm:

@@ -121,7 +121,8 @@ def test_espeak_speaks_text_with_markup_characters_literally(espeak: EspeakEngin
 
 
 def test_espeak_result_does_not_depend_on_the_previous_voice(espeak: EspeakEngine) -> None:
-    # Selecting a voice in espeak-ng leaves some of the previous voice's settings behind.
+    # Swedish sets its own speed; espeak-ng keeps it after another voice is selected unless
+    # the rate is recomputed.
     text = "Guten Morgen, wie geht es Ihnen?"
     alone = espeak.synthesize("espeak:de", text).duration_seconds
     espeak.synthesize("espeak:sv", "Hej")

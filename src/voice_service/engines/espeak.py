@@ -9,6 +9,7 @@ same loaded object, hence one shared espeak-ng state, guarded by `ESPEAK_LOCK`.
 from __future__ import annotations
 
 import ctypes
+import functools
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,6 +34,8 @@ _POS_CHARACTER = 1
 _CHARS_UTF8 = 0x1  # plain text, not SSML: user text may contain "<" and "&"
 _ENDPAUSE = 0x1000
 _EE_OK = 0
+_RATE = 1  # espeakRATE
+_RATE_NORMAL = 175  # espeakRATE_NORMAL, words per minute
 
 # (espeak-ng voice name, language tag, English name). A curated list rather than all ~146
 # bundled voices: it leaves out test, constructed and fictional languages (Klingon, Quenya…).
@@ -111,6 +114,8 @@ def _load_library(path: Path) -> ctypes.CDLL:
     lib.espeak_SetSynthCallback.restype = None
     lib.espeak_SetVoiceByName.argtypes = [ctypes.c_char_p]
     lib.espeak_SetVoiceByName.restype = ctypes.c_int
+    lib.espeak_SetParameter.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int]
+    lib.espeak_SetParameter.restype = ctypes.c_int
     lib.espeak_Synth.argtypes = [
         ctypes.c_char_p,  # text
         ctypes.c_size_t,  # size
@@ -125,18 +130,34 @@ def _load_library(path: Path) -> ctypes.CDLL:
     return lib
 
 
+@functools.cache
+def _initialized_library(data_dir: Path) -> tuple[ctypes.CDLL, int]:
+    """The library, initialized once per process; returns it with its sample rate.
+
+    Call with ESPEAK_LOCK held. Once, because espeak_Initialize reloads the phoneme tables
+    that the current voice still points into; piper's phonemizer runs it once more when it
+    first phonemizes, which `PiperEngine` makes happen at start-up.
+    """
+    lib = _load_library(BRIDGE_LIBRARY)
+    sample_rate = int(
+        lib.espeak_Initialize(_AUDIO_OUTPUT_SYNCHRONOUS, 0, str(data_dir).encode(), 0)
+    )
+    if sample_rate <= 0:
+        raise EngineError(f"espeak-ng failed to initialize with data in {data_dir}")
+    return lib, sample_rate
+
+
 class EspeakEngine:
     """espeak-ng voices for the languages in `CATALOGUE`; 22.05 kHz mono output."""
 
     def __init__(self, data_dir: Path = DEFAULT_DATA_DIR) -> None:
-        self._lib = _load_library(BRIDGE_LIBRARY)
         self._data_dir = data_dir
         # Filled by the callback during one espeak_Synth call; only touched under ESPEAK_LOCK.
         self._chunks: list[bytes] = []
         # Keep a reference: ctypes frees the C trampoline when the Python object dies.
         self._callback = _SynthCallback(self._on_audio)
         with ESPEAK_LOCK:
-            self._sample_rate = self._initialize()
+            self._lib, self._sample_rate = _initialized_library(data_dir)
             self._voices = tuple(self._usable_voices())
         self._keys = frozenset(voice.key for voice in self._voices)
 
@@ -148,25 +169,12 @@ class EspeakEngine:
             raise KeyError(voice_key)
         name = voice_key.removeprefix(KEY_PREFIX)
         with ESPEAK_LOCK:
-            # Selecting a voice does not reset all of the previous voice's settings (after "sv",
-            # German speaks 40 % faster; after "uk", 30 % slower), and piper's phonemizer
-            # switches voices too. Re-initializing costs ~0.1 ms, leaks nothing (20k calls
-            # measured) and makes each call independent of the ones before it.
-            self._initialize()
+            # Piper's phonemizer switches voices and (once, lazily) re-runs espeak_Initialize, so
+            # set the callback and voice on every call.
+            self._lib.espeak_SetSynthCallback(self._callback)
             self._select_voice(name)
             audio = self._synthesize_locked(text)
         return Pcm(samples=audio, sample_rate=self._sample_rate)
-
-    def _initialize(self) -> int:
-        sample_rate = int(
-            self._lib.espeak_Initialize(
-                _AUDIO_OUTPUT_SYNCHRONOUS, 0, str(self._data_dir).encode(), 0
-            )
-        )
-        if sample_rate <= 0:
-            raise EngineError(f"espeak-ng failed to initialize with data in {self._data_dir}")
-        self._lib.espeak_SetSynthCallback(self._callback)
-        return sample_rate
 
     def _usable_voices(self) -> list[EngineVoice]:
         voices = []
@@ -180,6 +188,11 @@ class EspeakEngine:
     def _select_voice(self, name: str) -> None:
         if self._lib.espeak_SetVoiceByName(name.encode()) != _EE_OK:
             raise EngineError(f"espeak-ng could not select voice {name!r}")
+        # Loading a voice resets its speed factor ("speed 155" in sv, "speed 80" in uk) but
+        # does not recompute the speaking rate from it: German after Swedish came out 40 %
+        # fast. Setting the rate recomputes it; durations then match a freshly initialized
+        # library for every voice, whatever was spoken before.
+        self._lib.espeak_SetParameter(_RATE, _RATE_NORMAL, 0)
 
     def _synthesize_locked(self, text: str) -> np.ndarray[tuple[int], np.dtype[np.int16]]:
         encoded = text.encode("utf-8")

@@ -65,6 +65,10 @@ class PiperEngine:
             if loaded is not None:
                 self._voices[key] = loaded
         self._catalogue = tuple(loaded.info for loaded in self._voices.values())
+        for key in self._voices:
+            # The first call initializes piper's espeak-ng phonemizer (which re-runs
+            # espeak_Initialize, see espeak.py) and onnxruntime's buffers: do both at start-up.
+            self.synthesize(key, "Ready.")
 
     def voices(self) -> Sequence[EngineVoice]:
         return self._catalogue
