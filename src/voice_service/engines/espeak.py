@@ -134,8 +134,9 @@ def _load_library(path: Path) -> ctypes.CDLL:
 def _initialized_library(data_dir: Path) -> tuple[ctypes.CDLL, int]:
     """The library, initialized once per process; returns it with its sample rate.
 
-    Call with ESPEAK_LOCK held. Once, because espeak_Initialize reloads the phoneme tables
-    that the current voice still points into; piper's phonemizer runs it once more when it
+    Call with ESPEAK_LOCK held. Once, because espeak_Initialize frees and reloads the phoneme
+    tables: a version that re-initialized before every call once spoke garbage phonemes
+    ("Invalid instruction for phoneme") mid-test. Piper's phonemizer runs it once more when it
     first phonemizes, which `PiperEngine` makes happen at start-up.
     """
     lib = _load_library(BRIDGE_LIBRARY)

@@ -27,11 +27,12 @@ _LOGGER = logging.getLogger(__name__)
 
 KEY_PREFIX = "piper:"
 
-# Measured on the 2-core dev machine, en_US-joe-medium, ~3.3 s sentence (median of 7):
-#   1 thread/session:  single call 0.205 s; two concurrent calls 0.230 s (both finish)
-#   2 threads/session: single call 0.159 s; two concurrent calls 0.360 s
-# With the pool running one call per core, one intra-op thread per session gives the best
-# throughput (2 calls in 0.23 s vs 0.36 s) at a small cost to a lone call's latency.
+# Measured on the 2-core dev machine, en_US-joe-medium, a 4 s sentence, medians of 7-12:
+#                      one call alone   two calls at once (both done)
+#   1 thread/session:  0.33 s           0.37 s  (0.52 s with other jobs on the machine)
+#   2 threads/session: 0.19 s           0.40 s  (0.58 s with other jobs on the machine)
+# The pool already runs one call per core, so one intra-op thread per session gives the best
+# throughput and degrades least under load, at the cost of a lone call's latency.
 DEFAULT_INTRA_OP_THREADS = 1
 
 # Other phoneme types need extra packages or download models at first use (g2pW for pinyin).
