@@ -9,6 +9,8 @@ from contextlib import asynccontextmanager
 from fastapi import APIRouter, FastAPI
 
 from voice_service.auth.keys import SecretHasher, load_pepper
+from voice_service.cloning.routes import router as cloning_router
+from voice_service.cloning.samples import SampleStore
 from voice_service.context import AppContext
 from voice_service.db import create_engine, migrate, session_factory, transaction
 from voice_service.engines.registry import Engines
@@ -44,6 +46,7 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
         hasher=SecretHasher(load_pepper(settings)),
         limiter=RateLimiter(settings.redis_url),
         pool=InferencePool(settings.pool_size, settings.queue_timeout_seconds),
+        samples=SampleStore(settings.data_dir / "samples"),
     )
 
     @asynccontextmanager
@@ -74,6 +77,7 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
     api.include_router(speech_router)
     api.include_router(transcription_router)
     api.include_router(voices_router)
+    api.include_router(cloning_router)
     app.include_router(api)
     app.include_router(health_router)
     # Added last runs first: the request id and log wrap everything, the cap wraps routes.

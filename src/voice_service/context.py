@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from voice_service.auth.keys import SecretHasher
+from voice_service.cloning.samples import SampleStore
 from voice_service.engines.registry import Engines
 from voice_service.pool import InferencePool
 from voice_service.ratelimit import RateLimiter
@@ -21,4 +22,5 @@ class AppContext:
     hasher: SecretHasher
     limiter: RateLimiter
     pool: InferencePool
+    samples: SampleStore
     engines: Engines | None = None  # set by the lifespan once models are loaded

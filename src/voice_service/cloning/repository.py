@@ -1,0 +1,57 @@
+"""SQL for cloned voices: the org-serialized limit check, insertion and deletion."""
+
+from __future__ import annotations
+
+from sqlalchemy import func, null, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from voice_service.models import Organization, Voice, utcnow
+from voice_service.voices.repository import CLONED
+
+
+async def lock_org_clone_limit(session: AsyncSession, org_id: str) -> int | None:
+    """Serialize clone creation per organization for the rest of the transaction.
+
+    A no-op UPDATE takes the org row's lock on PostgreSQL and SQLite's write lock, so a
+    concurrent clone waits here and then counts the committed result of this one; a plain
+    SELECT would let both count the same number and both insert. Returns the org's limit.
+    """
+    await session.execute(
+        update(Organization)
+        .where(Organization.id == org_id)
+        .values(clone_limit=Organization.clone_limit)
+    )
+    return await org_clone_limit(session, org_id)
+
+
+async def org_clone_limit(session: AsyncSession, org_id: str) -> int | None:
+    limit: int | None = await session.scalar(
+        select(Organization.clone_limit).where(Organization.id == org_id)
+    )
+    return limit
+
+
+async def count_live_clones(session: AsyncSession, org_id: str) -> int:
+    count = await session.scalar(
+        select(func.count())
+        .select_from(Voice)
+        .where(Voice.org_id == org_id, Voice.type == CLONED, Voice.deleted_at.is_(None))
+    )
+    return count or 0
+
+
+async def delete_clone(session: AsyncSession, org_id: str, voice_id: str) -> bool:
+    """Mark the org's live clone deleted and drop its profile; False if there is none.
+
+    One conditional UPDATE, so of two concurrent deletes exactly one matches the row."""
+    result = await session.execute(
+        update(Voice)
+        .where(
+            Voice.id == voice_id,
+            Voice.org_id == org_id,
+            Voice.type == CLONED,
+            Voice.deleted_at.is_(None),
+        )
+        .values(deleted_at=utcnow(), profile=null(), sample_path=None)
+    )
+    return bool(result.rowcount)  # type: ignore[attr-defined]

@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request
+
+from voice_service.auth.principal import Principal
+from voice_service.cloning.schemas import (
+    MAX_DESCRIPTION_LENGTH,
+    MAX_NAME_LENGTH,
+    ClonedVoice,
+    DeletedVoice,
+)
+from voice_service.cloning.service import clone_voice, delete_voice, validate_clone_fields
+from voice_service.deps import Authenticated, Context, require_service
+from voice_service.errors import ACCEPTED_FORMATS
+from voice_service.schemas import error_responses, multipart_request_body
+from voice_service.uploads import receive_upload
+from voice_service.voices.schemas import VoiceOut
+
+router = APIRouter(tags=["voices"])
+
+_CLONE_BODY = multipart_request_body(
+    {
+        "name": {"type": "string", "maxLength": MAX_NAME_LENGTH},
+        "consent": {
+            "type": "string",
+            "enum": ["true"],
+            "description": "The literal text true: you may use this recording for cloning.",
+        },
+        "file": {
+            "type": "string",
+            "format": "binary",
+            "description": f"A clear sample of one speaker: {ACCEPTED_FORMATS}; at most 25 MB.",
+        },
+        "description": {"type": "string", "maxLength": MAX_DESCRIPTION_LENGTH},
+    },
+    required=["name", "consent", "file"],
+)
+
+
+@router.post(
+    "/voices/clone",
+    summary="Create a cloned voice from an audio sample",
+    status_code=201,
+    response_model=ClonedVoice,
+    responses=error_responses(400, 413, 415, 502),
+    openapi_extra=_CLONE_BODY,
+)
+async def create_clone(
+    request: Request,
+    context: Context,
+    principal: Annotated[Principal, Depends(require_service("cloning"))],
+) -> ClonedVoice:
+    settings = context.settings
+    async with receive_upload(
+        request,
+        file_field="file",
+        max_file_bytes=settings.max_upload_bytes,
+        tmp_dir=settings.data_dir / "tmp",
+    ) as upload:
+        clone_request = validate_clone_fields(upload.fields)
+        voice = await clone_voice(
+            context, principal, request.state.request_id, clone_request, upload.path
+        )
+    return ClonedVoice(voice=VoiceOut.of(voice))
+
+
+@router.delete(
+    "/voices/{id}",
+    summary="Delete one of the organization's cloned voices",
+    response_model=DeletedVoice,
+    responses=error_responses(404),
+)
+async def delete_clone(id: str, context: Context, principal: Authenticated) -> DeletedVoice:
+    await delete_voice(context, principal, id)
+    return DeletedVoice(deleted=True, id=id)

@@ -1,0 +1,166 @@
+"""Voice cloning: consented samples in, a timbre profile stored, one unit billed."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from voice_service.audio.decode import AudioTooLong, UndecodableAudio, decode_audio
+from voice_service.audio.formats import UnsupportedAudio, identify_audio
+from voice_service.auth.principal import Principal
+from voice_service.cloning import repository
+from voice_service.cloning.schemas import CONSENT_TEXT, MAX_DESCRIPTION_LENGTH, MAX_NAME_LENGTH
+from voice_service.context import AppContext
+from voice_service.db import transaction
+from voice_service.engines.protocols import EngineError, Pcm
+from voice_service.engines.registry import CLONE_BASE_VOICE
+from voice_service.engines.world import (
+    ANALYSIS_RATE,
+    NoSpeechInSample,
+    VoiceProfile,
+    analyse_sample,
+)
+from voice_service.errors import (
+    InvalidRequest,
+    ProviderError,
+    UnsupportedMediaType,
+    VoiceNotFound,
+)
+from voice_service.ids import new_id
+from voice_service.models import Voice, utcnow
+from voice_service.usage.repository import record_usage
+from voice_service.voices.repository import CLONED
+
+logger = logging.getLogger(__name__)
+
+ENDPOINT = "voices/clone"
+
+
+@dataclass(frozen=True, slots=True)
+class CloneRequest:
+    name: str
+    description: str | None
+    consent: str
+
+
+@dataclass(frozen=True, slots=True)
+class AnalysedSample:
+    profile: VoiceProfile
+    sha256: str
+
+
+def validate_clone_fields(fields: dict[str, str]) -> CloneRequest:
+    name = fields.get("name", "").strip()
+    if not name:
+        raise InvalidRequest("name: a name for the voice is required.")
+    if len(name) > MAX_NAME_LENGTH:
+        raise InvalidRequest(f"name: at most {MAX_NAME_LENGTH} characters.")
+    consent = fields.get("consent")
+    if consent != CONSENT_TEXT:
+        raise InvalidRequest(
+            "consent must be the literal text true, confirming you have permission and "
+            "authorization to use this recording for cloning."
+        )
+    description = fields.get("description") or None
+    if description is not None and len(description) > MAX_DESCRIPTION_LENGTH:
+        raise InvalidRequest(f"description: at most {MAX_DESCRIPTION_LENGTH} characters.")
+    return CloneRequest(name=name, description=description, consent=consent)
+
+
+async def clone_voice(
+    context: AppContext, principal: Principal, request_id: str, request: CloneRequest, sample: Path
+) -> Voice:
+    default_limit = context.settings.default_clone_limit
+    async with context.sessions() as session:
+        # Cheap early refusal before the analysis; the authoritative check is below.
+        limit = await repository.org_clone_limit(session, principal.org_id)
+        live = await repository.count_live_clones(session, principal.org_id)
+    _check_limit(live, default_limit if limit is None else limit)
+
+    analysed = await _analyse(context, request_id, sample)
+    voice_id = new_id("voice")
+    store = context.samples
+    stored = await asyncio.to_thread(store.save, principal.org_id, voice_id, sample)
+    try:
+        async with transaction(context.sessions) as session:
+            limit = await repository.lock_org_clone_limit(session, principal.org_id)
+            live = await repository.count_live_clones(session, principal.org_id)
+            _check_limit(live, default_limit if limit is None else limit)
+            voice = Voice(
+                id=voice_id,
+                org_id=principal.org_id,
+                type=CLONED,
+                name=request.name,
+                language=None,
+                engine_voice=CLONE_BASE_VOICE,
+                profile=analysed.profile.to_dict(),
+                description=request.description,
+                consent=request.consent,
+                consented_at=utcnow(),
+                consent_key_id=principal.key_id,
+                sample_sha256=analysed.sha256,
+                sample_path=str(stored),
+            )
+            session.add(voice)
+            record_usage(session, principal, request_id, ENDPOINT, 1)
+    except BaseException:
+        await asyncio.to_thread(store.delete, principal.org_id, voice_id)
+        raise
+    return voice
+
+
+def _check_limit(live: int, limit: int) -> None:
+    if live >= limit:
+        raise InvalidRequest(
+            "The organization has reached its limit of cloned voices; delete one first."
+        )
+
+
+async def _analyse(context: AppContext, request_id: str, sample: Path) -> AnalysedSample:
+    try:
+        return await context.pool.run(_analyse_file, sample, context.settings.max_audio_seconds)
+    except UnsupportedAudio as exc:
+        raise UnsupportedMediaType(str(exc)) from None
+    except UndecodableAudio:
+        raise UnsupportedMediaType() from None
+    except AudioTooLong as exc:
+        raise InvalidRequest(
+            f"file: the sample is longer than the {exc.max_seconds:g} s this service accepts."
+        ) from None
+    except NoSpeechInSample as exc:
+        raise InvalidRequest(f"file: no usable speech in the sample: {exc}.") from None
+    except EngineError as exc:
+        logger.error("sample analysis failed for %s: %r", request_id, exc)
+        raise ProviderError() from exc
+
+
+def _analyse_file(path: Path, max_seconds: float) -> AnalysedSample:
+    fmt = identify_audio(path)
+    audio = decode_audio(path, max_seconds=max_seconds, rate=ANALYSIS_RATE, fmt=fmt)
+    pcm = Pcm(
+        samples=(np.clip(audio.samples, -1.0, 1.0) * 32767).astype(np.int16),
+        sample_rate=audio.sample_rate,
+    )
+    return AnalysedSample(profile=analyse_sample(pcm), sha256=_sha256(path))
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        for block in iter(lambda: file.read(1024 * 1024), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+async def delete_voice(context: AppContext, principal: Principal, voice_id: str) -> None:
+    async with transaction(context.sessions) as session:
+        deleted = await repository.delete_clone(session, principal.org_id, voice_id)
+    if not deleted:
+        # Catalogue voices, other organizations' clones, unknown and deleted ids alike.
+        raise VoiceNotFound(voice_id)
+    await asyncio.to_thread(context.samples.delete, principal.org_id, voice_id)
