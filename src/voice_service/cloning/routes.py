@@ -16,7 +16,7 @@ from voice_service.deps import Authenticated, Context, require_service
 from voice_service.errors import ACCEPTED_FORMATS
 from voice_service.schemas import error_responses, multipart_request_body
 from voice_service.uploads import receive_upload
-from voice_service.voices.schemas import VoiceOut
+from voice_service.voices.schemas import Voice
 
 router = APIRouter(tags=["voices"])
 
@@ -63,7 +63,7 @@ async def create_clone(
         voice = await clone_voice(
             context, principal, request.state.request_id, clone_request, upload.path
         )
-    return ClonedVoice(voice=VoiceOut.of(voice))
+    return ClonedVoice(voice=Voice.of(voice))
 
 
 @router.delete(

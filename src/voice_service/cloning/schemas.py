@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from voice_service.voices.schemas import VoiceOut
+from voice_service.voices.schemas import Voice
 
 MAX_NAME_LENGTH = 64
 MAX_DESCRIPTION_LENGTH = 500
@@ -10,7 +10,7 @@ CONSENT_TEXT = "true"
 
 
 class ClonedVoice(BaseModel):
-    voice: VoiceOut
+    voice: Voice
 
 
 class DeletedVoice(BaseModel):

@@ -5,7 +5,7 @@ from fastapi import APIRouter
 from voice_service.deps import Authenticated, Context
 from voice_service.schemas import error_responses
 from voice_service.voices.repository import list_visible
-from voice_service.voices.schemas import VoiceList, VoiceOut
+from voice_service.voices.schemas import Voice, VoiceList
 
 router = APIRouter(tags=["voices"])
 
@@ -19,4 +19,4 @@ router = APIRouter(tags=["voices"])
 async def list_voices(context: Context, principal: Authenticated) -> VoiceList:
     async with context.sessions() as session:
         voices = await list_visible(session, principal.org_id)
-    return VoiceList(voices=[VoiceOut.of(v) for v in voices])
+    return VoiceList(voices=[Voice.of(v) for v in voices])

@@ -3,27 +3,34 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, field_serializer
+from pydantic import BaseModel, Field, PlainSerializer, WithJsonSchema
 
-from voice_service.models import Voice
+from voice_service import models
 
 
-class VoiceOut(BaseModel):
+def _iso_with_fraction(value: datetime) -> str:
+    # ISO 8601 with fractional seconds even when they are zero (spec section 2).
+    return value.isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+Timestamp = Annotated[
+    datetime,
+    PlainSerializer(_iso_with_fraction, return_type=str),
+    WithJsonSchema({"type": "string", "format": "date-time"}),
+]
+
+
+class Voice(BaseModel):
     id: str = Field(examples=["voice_3f9c2b7d1e0a4c5b6a7d8e9f"])
     name: str
     language: str | None
     type: Literal["PROVIDER", "CLONED"]
-    created_at: datetime
-
-    @field_serializer("created_at")
-    def _always_fractional(self, value: datetime) -> str:
-        # ISO 8601 with fractional seconds even when they are zero (spec section 2).
-        return value.isoformat(timespec="microseconds").replace("+00:00", "Z")
+    created_at: Timestamp
 
     @classmethod
-    def of(cls, voice: Voice) -> VoiceOut:
+    def of(cls, voice: models.Voice) -> Voice:
         return cls(
             id=voice.id,
             name=voice.name,
@@ -34,4 +41,4 @@ class VoiceOut(BaseModel):
 
 
 class VoiceList(BaseModel):
-    voices: list[VoiceOut]
+    voices: list[Voice]
