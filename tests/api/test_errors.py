@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import httpx
 import pytest
+from sqlalchemy import text
 
-from tests.conftest import Tenant
+from tests.conftest import Tenant, Tenants, make_settings, running
+from voice_service.app import create_app
+from voice_service.db import create_engine
+from voice_service.engines.registry import Engines
+from voice_service.ids import catalogue_voice_id
+from voice_service.models import RequestLogEntry
 
 pytestmark = pytest.mark.anyio
 
@@ -118,3 +125,36 @@ async def test_streamed_oversized_body_is_413(client: httpx.AsyncClient, tenant:
 
     response = await client.post("/text-to-speech", headers=tenant.headers, content=body())
     assert_error(response, 413, "PAYLOAD_TOO_LARGE")
+
+
+async def test_internal_failure_is_500_envelope_and_logged(
+    tmp_path: Path, engines: Engines
+) -> None:
+    # A database that loses a table under the running service: a real failure on our side.
+    settings = make_settings(tmp_path, f"sqlite+aiosqlite:///{tmp_path / 'broken.db'}")
+    async with running(create_app(settings, engines)) as client:
+        broken = Tenants(settings)
+        tenant = await broken.create()
+        await broken.run(lambda s: s.execute(text("DROP TABLE usage_records")))
+        response = await client.post(
+            "/text-to-speech",
+            headers=tenant.headers,
+            json={"text": "Hi.", "voice_id": catalogue_voice_id("espeak:de")},
+        )
+        error = assert_error(response, 500, "INTERNAL_ERROR")
+        assert "Traceback" not in response.text
+        row = await broken.run(lambda s: s.get(RequestLogEntry, error["request_id"]))
+        assert row is not None
+        assert (row.status, row.error_code) == (500, "INTERNAL_ERROR")
+
+
+async def test_sqlite_runs_in_wal_mode_with_full_sync(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, f"sqlite+aiosqlite:///{tmp_path / 'wal.db'}")
+    engine = create_engine(settings)
+    try:
+        async with engine.connect() as connection:
+            mode = (await connection.execute(text("PRAGMA journal_mode"))).scalar()
+            sync = (await connection.execute(text("PRAGMA synchronous"))).scalar()
+    finally:
+        await engine.dispose()
+    assert (mode, sync) == ("wal", 2)  # 2 = FULL
