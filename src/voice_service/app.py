@@ -12,7 +12,13 @@ from voice_service.auth.keys import SecretHasher, load_pepper
 from voice_service.cloning.routes import router as cloning_router
 from voice_service.cloning.samples import SampleStore
 from voice_service.context import AppContext
-from voice_service.db import create_engine, migrate, session_factory, transaction
+from voice_service.db import (
+    create_engine,
+    hold_startup_lock,
+    migrate,
+    session_factory,
+    transaction,
+)
 from voice_service.engines.registry import Engines
 from voice_service.errors import install_error_handlers
 from voice_service.health import router as health_router
@@ -54,6 +60,7 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
         await migrate(db)
         loaded = engines if engines is not None else await asyncio.to_thread(Engines.load, settings)
         async with transaction(sessions) as session:
+            await hold_startup_lock(session)
             await sync_catalogue(session, loaded.catalogue())
         context.engines = loaded
         try:

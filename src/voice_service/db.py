@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import (
 from voice_service.settings import Settings
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+STARTUP_LOCK = 7262011  # an arbitrary advisory-lock key owned by this service
 
 
 def create_engine(settings: Settings) -> AsyncEngine:
@@ -59,6 +60,13 @@ async def transaction(
         yield session
 
 
+async def hold_startup_lock(session: AsyncSession) -> None:
+    """On PostgreSQL, serialize start-up writes (migrations, catalogue) of nodes starting
+    together until the caller's transaction ends; SQLite serializes writers anyway."""
+    if session.get_bind().dialect.name == "postgresql":
+        await session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": STARTUP_LOCK})
+
+
 async def migrate(engine: AsyncEngine) -> None:
     """Bring the schema to the newest revision (idempotent; safe from several nodes)."""
     async with engine.begin() as connection:
@@ -69,7 +77,7 @@ def _upgrade(connection: Connection) -> None:
     if connection.dialect.name == "postgresql":
         # Nodes of a cluster may start together; one migrates, the others wait for it.
         # The lock is released when the migration transaction ends.
-        connection.execute(text("SELECT pg_advisory_xact_lock(7262011)"))
+        connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": STARTUP_LOCK})
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     config.attributes["connection"] = connection

@@ -12,7 +12,6 @@ from voice_service.auth.keys import looks_like_secret
 from voice_service.auth.principal import Principal, find_principal
 from voice_service.context import AppContext
 from voice_service.errors import AccountSuspended, InvalidApiKey, ServiceDisabled
-from voice_service.ratelimit import RateLimiter
 
 # auto_error=False: a missing header must become our 401 envelope, not FastAPI's 403.
 _bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer vs_...`")
@@ -40,14 +39,9 @@ async def authenticate(
     request.state.principal = principal
     if principal.suspended:
         raise AccountSuspended()
-    await _count_request(request, context.limiter, principal, context.settings.default_rate_limit)
+    per_minute = principal.rate_limit or context.settings.default_rate_limit
+    request.state.quota = await context.limiter.hit(principal.key_id, per_minute)
     return principal
-
-
-async def _count_request(
-    request: Request, limiter: RateLimiter, principal: Principal, default_limit: int
-) -> None:
-    request.state.quota = await limiter.hit(principal.key_id, principal.rate_limit or default_limit)
 
 
 Authenticated = Annotated[Principal, Depends(authenticate)]

@@ -34,9 +34,9 @@ def _buzz(seconds: float, hz: float, rate: int = 16000) -> Pcm:
     return Pcm((0.2 * 32767 * wave).astype(np.int16), rate)
 
 
-def _f0(pcm: Pcm) -> npt.NDArray[np.float64]:
+def _f0(pcm: Pcm, floor: float = 50.0, ceil: float = 600.0) -> npt.NDArray[np.float64]:
     signal = pcm.samples.astype(np.float64) / 32768.0
-    f0, _ = pyworld.harvest(signal, pcm.sample_rate, f0_floor=50.0, f0_ceil=600.0)
+    f0, _ = pyworld.harvest(signal, pcm.sample_rate, f0_floor=floor, f0_ceil=ceil)
     return np.asarray(f0, dtype=np.float64)
 
 
@@ -106,17 +106,18 @@ def test_conversion_moves_pitch_toward_the_target(
     # Frame by frame on the same words, so frame selection cannot bias the figures: each
     # frame's pitch must land where the profile mapping sends it.
     conversion = Conversion.between(base_profile, high_profile)
-    before, after = _f0(base_speech), _f0(converted)
+    # The base speech is read with the conversion's own search range, as it reads it.
+    before = _f0(base_speech, conversion.base_f0_floor_hz, conversion.base_f0_ceil_hz)
+    after = _f0(converted)
     both = (before > 0) & (after > 0)
-    centre = conversion.base_f0_log_median
-    mapped = np.exp(
-        centre
-        + (np.log(before[both]) - centre) * conversion.f0_spread_ratio
-        + conversion.f0_log_shift
-    )
+    # The contour is stretched around the utterance's own median, which lands on the target.
+    centre = float(np.median(np.log(before[before > 0])))
+    target = conversion.base_f0_log_median + conversion.f0_log_shift
+    mapped = np.exp(target + (np.log(before[both]) - centre) * conversion.f0_spread_ratio)
 
     assert high_profile.f0_median_hz > base_profile.f0_median_hz * 1.15
     assert float(np.median(after[both] / mapped)) == pytest.approx(1.0, abs=0.05)
+    assert float(np.median(after[after > 0])) == pytest.approx(math.exp(target), rel=0.1)
 
 
 def test_converted_audio_is_same_rate_mono_int16(base_speech: Pcm, converted: Pcm) -> None:

@@ -212,9 +212,7 @@ def convert(pcm: Pcm, conversion: Conversion) -> Pcm:
             f0_range=(conversion.base_f0_floor_hz, conversion.base_f0_ceil_hz),
             with_aperiodicity=True,
         )
-        f0 = _convert_f0(
-            world.f0, _reliable_log_median(signal, world.f0, pcm.sample_rate), conversion
-        )
+        f0 = _convert_f0(world.f0, conversion)
         envelope = _warp_envelope(world.envelope, conversion.formant_scale)
         envelope = envelope * _eq_gain(conversion.eq_db, envelope.shape[1], pcm.sample_rate)
         out = pyworld.synthesize(
@@ -292,19 +290,18 @@ def _check_speech(f0: Floats, periodicity: Floats) -> npt.NDArray[np.bool_]:
     return reliable
 
 
-def _periodicity(signal: Floats, f0: Floats, sample_rate: int = ANALYSIS_RATE) -> Floats:
+def _periodicity(signal: Floats, f0: Floats) -> Floats:
     """Normalized autocorrelation one pitch period apart, per voiced frame (0 elsewhere).
 
     Harvest labels some frames of plain noise voiced, and on creaky or breathy frames it
     jumps between octaves; real, clean voicing repeats itself one period later (~0.8-0.95).
     """
-    hop = sample_rate * FRAME_PERIOD_MS / 1000.0  # fractional at 22.05 kHz: round per frame
+    hop = int(ANALYSIS_RATE * FRAME_PERIOD_MS / 1000.0)
     scores = np.zeros_like(f0)
     for frame in np.flatnonzero(f0 > 0):
-        lag = round(float(sample_rate / f0[frame]))
-        centre = round(frame * hop)
-        start = centre - lag
-        stop = centre + 2 * lag
+        lag = round(float(ANALYSIS_RATE / f0[frame]))
+        start = frame * hop - lag
+        stop = frame * hop + 2 * lag
         if start < 0 or stop + lag > signal.size:
             continue
         first, second = signal[start:stop], signal[start + lag : stop + lag]
@@ -371,25 +368,19 @@ def _smooth(values: Floats) -> Floats:
     return np.convolve(padded, kernel, mode="valid")
 
 
-def _reliable_log_median(signal: Floats, f0: Floats, sample_rate: int) -> float | None:
-    """The utterance's median ln F0 over clearly periodic frames, as profiles measure it."""
-    reliable = (f0 > 0) & (_periodicity(signal, f0, sample_rate) >= RELIABLE_PERIODICITY)
-    if reliable.sum() < MIN_RELIABLE_FRAMES // 4:
-        return None
-    return float(np.median(np.log(f0[reliable])))
-
-
-def _convert_f0(f0: Floats, utterance_log_median: float | None, conversion: Conversion) -> Floats:
-    # Centre on this utterance's own median, measured the way profiles are: harvest's
-    # all-frame median of Piper speech sits ~15 % above its reliable-frame one, and mixing
-    # the two overshot every clone's pitch by as much.
-    centre = conversion.base_f0_log_median if utterance_log_median is None else utterance_log_median
+def _convert_f0(f0: Floats, conversion: Conversion) -> Floats:
     voiced = f0 > 0
+    if not voiced.any():
+        return f0
     log_f0 = np.log(f0[voiced])
-    target_log_median = conversion.base_f0_log_median + conversion.f0_log_shift
-    mapped = target_log_median + (log_f0 - centre) * conversion.f0_spread_ratio
+    # Centre on this utterance's own median: its contour is stretched around it and the
+    # median lands exactly on the target's. Centring on the calibration profile instead
+    # (measured on other text, other frames, another rate) overshot clones' pitch by 15-60 %,
+    # the spread ratio amplifying the offset.
+    centre = float(np.median(log_f0))
+    target = conversion.base_f0_log_median + conversion.f0_log_shift
     out = np.zeros_like(f0)
-    out[voiced] = np.exp(mapped)
+    out[voiced] = np.exp(target + (log_f0 - centre) * conversion.f0_spread_ratio)
     return out
 
 

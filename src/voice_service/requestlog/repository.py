@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import timedelta
 
@@ -29,7 +29,9 @@ class LogEntry:
     duration_ms: int
 
 
-def log_writer(sessions: async_sessionmaker[AsyncSession]):  # type: ignore[no-untyped-def]
+def log_writer(
+    sessions: async_sessionmaker[AsyncSession],
+) -> Callable[[LogEntry], Awaitable[None]]:
     async def write(entry: LogEntry) -> None:
         now = utcnow()
         async with transaction(sessions) as session:
