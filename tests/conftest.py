@@ -24,7 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from voice_service.app import create_app
 from voice_service.auth.keys import SecretHasher
-from voice_service.db import create_engine, migrate, session_factory, transaction
+from voice_service.db import run_in_transaction
 from voice_service.engines.registry import Engines
 from voice_service.settings import Settings
 from voice_service.tenancy import service as tenancy
@@ -158,13 +158,7 @@ class Tenants:
         return Tenant(account_id, org_id, created.key.id, created.secret)
 
     async def run(self, work: Callable[[AsyncSession], Awaitable[T]]) -> T:
-        engine = create_engine(self.settings)
-        try:
-            await migrate(engine)
-            async with transaction(session_factory(engine)) as session:
-                return await work(session)
-        finally:
-            await engine.dispose()
+        return await run_in_transaction(self.settings, work)
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import uvicorn
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from voice_service.auth.keys import SecretHasher, load_pepper
-from voice_service.db import create_engine, migrate, session_factory, transaction
+from voice_service.db import run_in_transaction
 from voice_service.requestlog.repository import recent_requests
 from voice_service.settings import Settings
 from voice_service.tenancy import service as tenancy
@@ -48,17 +48,8 @@ class Service(StrEnum):
 def _run(work: Callable[[AsyncSession], Awaitable[T]]) -> T:
     """Run one unit of work against the configured database, migrated first."""
 
-    async def go() -> T:
-        engine = create_engine(Settings())
-        try:
-            await migrate(engine)
-            async with transaction(session_factory(engine)) as session:
-                return await work(session)
-        finally:
-            await engine.dispose()
-
     try:
-        return asyncio.run(go())
+        return asyncio.run(run_in_transaction(Settings(), work))
     except (tenancy.UnknownId, ValueError) as exc:
         typer.echo(f"error: {exc.args[0] if exc.args else exc}", err=True)
         raise typer.Exit(1) from None

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from alembic import command
 from alembic.config import Config
@@ -18,6 +18,8 @@ from sqlalchemy.ext.asyncio import (
 )
 
 from voice_service.settings import Settings
+
+T = TypeVar("T")
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 STARTUP_LOCK = 7262011  # an arbitrary advisory-lock key owned by this service
@@ -58,6 +60,17 @@ async def transaction(
     """One unit of work: commits on success, rolls back on any exception."""
     async with sessions() as session, session.begin():
         yield session
+
+
+async def run_in_transaction(settings: Settings, work: Callable[[AsyncSession], Awaitable[T]]) -> T:
+    """One unit of work on a migrated database, outside any app (the admin CLI, tests)."""
+    engine = create_engine(settings)
+    try:
+        await migrate(engine)
+        async with transaction(session_factory(engine)) as session:
+            return await work(session)
+    finally:
+        await engine.dispose()
 
 
 async def hold_startup_lock(session: AsyncSession) -> None:

@@ -10,15 +10,22 @@ from __future__ import annotations
 import asyncio
 import shutil
 import tempfile
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from fastapi import Request
 from starlette.datastructures import UploadFile
 
-from voice_service.errors import InvalidRequest, PayloadTooLarge
+from voice_service.audio.decode import AudioTooLong, UndecodableAudio
+from voice_service.audio.formats import UnsupportedAudio
+from voice_service.errors import (
+    InvalidRequest,
+    PayloadTooLarge,
+    UnsupportedMediaType,
+)
+from voice_service.settings import Settings
 
 # Room for the boundaries and part headers around a file of the full allowed size.
 MULTIPART_OVERHEAD_BYTES = 64 * 1024
@@ -29,15 +36,29 @@ MAX_FIELD_BYTES = 16 * 1024
 @dataclass(frozen=True, slots=True)
 class Upload:
     path: Path
-    size: int
     fields: dict[str, str]
 
 
+@contextmanager
+def audio_errors_as_api_errors(what: str) -> Iterator[None]:
+    """Answer what the audio pipeline refuses with the spec's statuses: 415 for anything
+    that is not accepted audio, 400 for audio longer than the service takes."""
+    try:
+        yield
+    except UnsupportedAudio as exc:
+        raise UnsupportedMediaType(str(exc)) from None
+    except UndecodableAudio:
+        raise UnsupportedMediaType() from None
+    except AudioTooLong as exc:
+        raise InvalidRequest(
+            f"file: the {what} is longer than the {exc.max_seconds:g} s this service accepts."
+        ) from None
+
+
 @asynccontextmanager
-async def receive_upload(
-    request: Request, *, file_field: str, max_file_bytes: int, tmp_dir: Path
-) -> AsyncIterator[Upload]:
-    """The request's file and text fields; the file is deleted on exit."""
+async def receive_audio_upload(request: Request, settings: Settings) -> AsyncIterator[Upload]:
+    """The request's `file` (under the configured cap) and text fields; the file is
+    deleted on exit."""
     content_type = request.headers.get("content-type", "")
     if not content_type.lower().startswith("multipart/form-data"):
         raise InvalidRequest("Content-Type must be multipart/form-data with a file field.")
@@ -46,15 +67,15 @@ async def receive_upload(
     # refused by count, text fields by size.
     form = await request.form(max_files=1, max_fields=MAX_FIELDS, max_part_size=MAX_FIELD_BYTES)
     try:
-        file = form.get(file_field)
+        file = form.get("file")
         if not isinstance(file, UploadFile):
-            raise InvalidRequest(f"{file_field}: an audio file is required.")
-        if file.size is not None and file.size > max_file_bytes:
-            raise PayloadTooLarge(f"{file_field}: the file exceeds {max_file_bytes} bytes.")
+            raise InvalidRequest("file: an audio file is required.")
+        if file.size is not None and file.size > settings.max_upload_bytes:
+            raise PayloadTooLarge(f"file: the file exceeds {settings.max_upload_bytes} bytes.")
         fields = {k: v for k, v in form.multi_items() if isinstance(v, str)}
-        path = await asyncio.to_thread(_spool_to_named_file, file, tmp_dir)
+        path = await asyncio.to_thread(_spool_to_named_file, file, settings.data_dir / "tmp")
         try:
-            yield Upload(path=path, size=path.stat().st_size, fields=fields)
+            yield Upload(path=path, fields=fields)
         finally:
             path.unlink(missing_ok=True)
     finally:

@@ -15,7 +15,7 @@ from voice_service.cloning.service import clone_voice, delete_voice, validate_cl
 from voice_service.deps import Authenticated, Context, require_service
 from voice_service.errors import ACCEPTED_FORMATS
 from voice_service.schemas import error_responses, multipart_request_body
-from voice_service.uploads import receive_upload
+from voice_service.uploads import receive_audio_upload
 from voice_service.voices.schemas import Voice
 
 router = APIRouter(tags=["voices"])
@@ -52,13 +52,7 @@ async def create_clone(
     context: Context,
     principal: Annotated[Principal, Depends(require_service("cloning"))],
 ) -> ClonedVoice:
-    settings = context.settings
-    async with receive_upload(
-        request,
-        file_field="file",
-        max_file_bytes=settings.max_upload_bytes,
-        tmp_dir=settings.data_dir / "tmp",
-    ) as upload:
+    async with receive_audio_upload(request, context.settings) as upload:
         clone_request = validate_clone_fields(upload.fields)
         voice = await clone_voice(
             context, principal, request.state.request_id, clone_request, upload.path

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from voice_service.audio.decode import AudioTooLong, UndecodableAudio, decode_audio
-from voice_service.audio.formats import UnsupportedAudio, identify_audio
+from voice_service.audio.decode import decode_audio
+from voice_service.audio.formats import identify_audio
 from voice_service.auth.principal import Principal
 from voice_service.cloning import repository
 from voice_service.cloning.schemas import CONSENT_TEXT, MAX_DESCRIPTION_LENGTH, MAX_NAME_LENGTH
@@ -25,14 +25,10 @@ from voice_service.engines.world import (
     VoiceProfile,
     analyse_sample,
 )
-from voice_service.errors import (
-    InvalidRequest,
-    ProviderError,
-    UnsupportedMediaType,
-    VoiceNotFound,
-)
+from voice_service.errors import InvalidRequest, ProviderError, VoiceNotFound
 from voice_service.ids import new_id
 from voice_service.models import Voice, utcnow
+from voice_service.uploads import audio_errors_as_api_errors
 from voice_service.usage.repository import record_usage
 from voice_service.voices.repository import CLONED
 
@@ -123,15 +119,8 @@ def _check_limit(live: int, limit: int) -> None:
 
 async def _analyse(context: AppContext, request_id: str, sample: Path) -> AnalysedSample:
     try:
-        return await context.pool.run(_analyse_file, sample, context.settings.max_audio_seconds)
-    except UnsupportedAudio as exc:
-        raise UnsupportedMediaType(str(exc)) from None
-    except UndecodableAudio:
-        raise UnsupportedMediaType() from None
-    except AudioTooLong as exc:
-        raise InvalidRequest(
-            f"file: the sample is longer than the {exc.max_seconds:g} s this service accepts."
-        ) from None
+        with audio_errors_as_api_errors("sample"):
+            return await context.pool.run(_analyse_file, sample, context.settings.max_audio_seconds)
     except NoSpeechInSample as exc:
         raise InvalidRequest(f"file: no usable speech in the sample: {exc}.") from None
     except EngineError as exc:

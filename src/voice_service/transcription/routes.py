@@ -10,7 +10,7 @@ from voice_service.errors import ACCEPTED_FORMATS
 from voice_service.schemas import error_responses, multipart_request_body
 from voice_service.transcription.schemas import Transcript
 from voice_service.transcription.service import transcribe_upload
-from voice_service.uploads import receive_upload
+from voice_service.uploads import receive_audio_upload
 
 router = APIRouter(tags=["transcription"])
 
@@ -34,13 +34,7 @@ _RESPONSES = error_responses(400, 413, 415, 502)
 async def _transcribe(
     request: Request, context: Context, principal: Principal, endpoint: str
 ) -> Transcript:
-    settings = context.settings
-    async with receive_upload(
-        request,
-        file_field="file",
-        max_file_bytes=settings.max_upload_bytes,
-        tmp_dir=settings.data_dir / "tmp",
-    ) as upload:
+    async with receive_audio_upload(request, context.settings) as upload:
         transcription = await transcribe_upload(
             context,
             principal,

@@ -7,13 +7,14 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from voice_service.audio.decode import AudioTooLong, UndecodableAudio, decode_audio
-from voice_service.audio.formats import UnsupportedAudio, identify_audio
+from voice_service.audio.decode import decode_audio
+from voice_service.audio.formats import identify_audio
 from voice_service.auth.principal import Principal
 from voice_service.context import AppContext
 from voice_service.db import transaction
 from voice_service.engines.protocols import EngineError, SpeechToText, Transcription
-from voice_service.errors import InvalidRequest, ProviderError, UnsupportedMediaType
+from voice_service.errors import InvalidRequest, ProviderError
+from voice_service.uploads import audio_errors_as_api_errors
 from voice_service.usage.repository import record_usage
 
 logger = logging.getLogger(__name__)
@@ -50,17 +51,10 @@ async def transcribe_upload(
     transcriber = context.engines.transcriber
     code = parse_language(language, transcriber.languages())
     try:
-        result = await context.pool.run(
-            _transcribe_file, transcriber, path, code, context.settings.max_audio_seconds
-        )
-    except UnsupportedAudio as exc:
-        raise UnsupportedMediaType(str(exc)) from None
-    except UndecodableAudio:
-        raise UnsupportedMediaType() from None
-    except AudioTooLong as exc:
-        raise InvalidRequest(
-            f"file: the audio is longer than the {exc.max_seconds:g} s this service accepts."
-        ) from None
+        with audio_errors_as_api_errors("audio"):
+            result = await context.pool.run(
+                _transcribe_file, transcriber, path, code, context.settings.max_audio_seconds
+            )
     except EngineError as exc:
         logger.error("transcription failed for %s: %r", request_id, exc)
         raise ProviderError() from exc
