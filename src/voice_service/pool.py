@@ -20,7 +20,6 @@ class InferencePool:
         self._executor = ThreadPoolExecutor(max_workers=size, thread_name_prefix="inference")
         self._slots = asyncio.Semaphore(size)
         self._queue_timeout = queue_timeout
-        self.size = size
 
     async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         try:
