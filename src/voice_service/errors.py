@@ -129,9 +129,12 @@ def install_error_handlers(app: FastAPI) -> None:
     async def on_http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
         error_class = STATUS_ERRORS.get(exc.status_code, InvalidRequest)
-        message = error_class.default_message
         if exc.status_code == 404:
             message = f"No route {request.method} {request.url.path}."
+        elif exc.status_code == 400:  # Starlette's multipart parser says what was wrong
+            message = str(exc.detail)
+        else:
+            message = error_class.default_message
         return error_response(request, error_class(message, headers=dict(exc.headers or {})))
 
     app.add_exception_handler(ApiError, on_api_error)

@@ -240,7 +240,7 @@ async def test_thousands_of_parts_are_refused(client: httpx.AsyncClient, tenant:
         headers={**tenant.headers, "Content-Type": f"multipart/form-data; boundary={boundary}"},
         content=body,
     )
-    assert_error(response, 400, "INVALID_REQUEST")
+    assert "Too many fields" in assert_error(response, 400, "INVALID_REQUEST")["message"]
 
 
 async def test_huge_text_field_is_refused(client: httpx.AsyncClient, tenant: Tenant) -> None:
