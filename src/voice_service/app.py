@@ -26,7 +26,7 @@ from voice_service.middleware import BodySizeLimitMiddleware, RequestContextMidd
 from voice_service.openapi import install_openapi
 from voice_service.pool import InferencePool
 from voice_service.ratelimit import RateLimiter
-from voice_service.requestlog.repository import log_writer
+from voice_service.requestlog.writer import RequestLogWriter
 from voice_service.settings import Settings
 from voice_service.speech.routes import router as speech_router
 from voice_service.transcription.routes import router as transcription_router
@@ -55,6 +55,8 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
         samples=SampleStore(settings.data_dir / "samples"),
     )
 
+    log_writer = RequestLogWriter(sessions)
+
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         await migrate(db)
@@ -63,9 +65,11 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
             await hold_startup_lock(session)
             await sync_catalogue(session, loaded.catalogue())
         context.engines = loaded
+        log_writer.start()
         try:
             yield
         finally:
+            await log_writer.stop()
             context.pool.shutdown()
             await db.dispose()
 
@@ -93,6 +97,6 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
         max_bytes=settings.max_upload_bytes + MULTIPART_OVERHEAD_BYTES,
         advertised_bytes=settings.max_upload_bytes,
     )
-    app.add_middleware(RequestContextMiddleware, write_log=log_writer(sessions))
+    app.add_middleware(RequestContextMiddleware, write_log=log_writer.write)
     install_openapi(app)
     return app

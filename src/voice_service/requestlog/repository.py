@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
-from sqlalchemy import or_, select, update
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy import insert, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
 
-from voice_service.db import transaction
-from voice_service.models import ApiKey, RequestLogEntry, utcnow
+from voice_service.models import ApiKey, RequestLogEntry
 
 # last_used_at is a hint for operators; refreshing it at most once a minute keeps it off
 # the hot path's write volume.
@@ -29,27 +28,24 @@ class LogEntry:
     duration_ms: int
 
 
-def log_writer(
-    sessions: async_sessionmaker[AsyncSession],
-) -> Callable[[LogEntry], Awaitable[None]]:
-    async def write(entry: LogEntry) -> None:
-        now = utcnow()
-        async with transaction(sessions) as session:
-            session.add(RequestLogEntry(**asdict(entry), created_at=now))
-            if entry.key_id is not None:
-                await session.execute(
-                    update(ApiKey)
-                    .where(
-                        ApiKey.id == entry.key_id,
-                        or_(
-                            ApiKey.last_used_at.is_(None),
-                            ApiKey.last_used_at < now - LAST_USED_RESOLUTION,
-                        ),
-                    )
-                    .values(last_used_at=now)
-                )
-
-    return write
+async def insert_entries(session: AsyncSession, entries: Sequence[LogEntry], now: datetime) -> None:
+    """Add log rows, and refresh their keys' last_used_at where it is stale."""
+    await session.execute(
+        insert(RequestLogEntry), [{**asdict(entry), "created_at": now} for entry in entries]
+    )
+    key_ids = {entry.key_id for entry in entries if entry.key_id is not None}
+    if key_ids:
+        await session.execute(
+            update(ApiKey)
+            .where(
+                ApiKey.id.in_(key_ids),
+                or_(
+                    ApiKey.last_used_at.is_(None),
+                    ApiKey.last_used_at < now - LAST_USED_RESOLUTION,
+                ),
+            )
+            .values(last_used_at=now)
+        )
 
 
 async def recent_requests(
