@@ -31,7 +31,8 @@ from voice_service.settings import Settings
 from voice_service.speech.routes import router as speech_router
 from voice_service.transcription.routes import router as transcription_router
 from voice_service.uploads import MULTIPART_OVERHEAD_BYTES
-from voice_service.voices.repository import sync_catalogue
+from voice_service.voices.listing import VoiceListing
+from voice_service.voices.repository import list_catalogue, sync_catalogue
 from voice_service.voices.routes import router as voices_router
 
 API_PREFIX = "/api/v1"
@@ -64,6 +65,7 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
         async with transaction(sessions) as session:
             await hold_startup_lock(session)
             await sync_catalogue(session, loaded.catalogue())
+            context.voice_listing = VoiceListing(await list_catalogue(session))
         context.engines = loaded
         log_writer.start()
         try:

@@ -12,6 +12,7 @@ from voice_service.engines.registry import Engines
 from voice_service.pool import InferencePool
 from voice_service.ratelimit import RateLimiter
 from voice_service.settings import Settings
+from voice_service.voices.listing import VoiceListing
 
 
 @dataclass(slots=True)
@@ -23,4 +24,6 @@ class AppContext:
     limiter: RateLimiter
     pool: InferencePool
     samples: SampleStore
-    engines: Engines | None = None  # set by the lifespan once models are loaded
+    # Set by the lifespan once models are loaded and the catalogue synced.
+    engines: Engines | None = None
+    voice_listing: VoiceListing | None = None

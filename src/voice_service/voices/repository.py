@@ -19,9 +19,20 @@ def visible_to(org_id: str) -> ColumnElement[bool]:
     return (Voice.deleted_at.is_(None)) & or_(Voice.type == PROVIDER, Voice.org_id == org_id)
 
 
-async def list_visible(session: AsyncSession, org_id: str) -> Sequence[Voice]:
+async def list_catalogue(session: AsyncSession) -> Sequence[Voice]:
     result = await session.scalars(
-        select(Voice).where(visible_to(org_id)).order_by(Voice.type.desc(), Voice.name, Voice.id)
+        select(Voice)
+        .where(Voice.type == PROVIDER, Voice.deleted_at.is_(None))
+        .order_by(Voice.name, Voice.id)
+    )
+    return result.all()
+
+
+async def list_clones(session: AsyncSession, org_id: str) -> Sequence[Voice]:
+    result = await session.scalars(
+        select(Voice)
+        .where(Voice.org_id == org_id, Voice.type == CLONED, Voice.deleted_at.is_(None))
+        .order_by(Voice.created_at, Voice.id)
     )
     return result.all()
 

@@ -1,11 +1,11 @@
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
 
 from voice_service.deps import Authenticated, Context
 from voice_service.schemas import error_responses
-from voice_service.voices.repository import list_visible
-from voice_service.voices.schemas import Voice, VoiceList
+from voice_service.voices.repository import list_clones
+from voice_service.voices.schemas import VoiceList
 
 router = APIRouter(tags=["voices"])
 
@@ -16,7 +16,8 @@ router = APIRouter(tags=["voices"])
     response_model=VoiceList,
     responses=error_responses(),
 )
-async def list_voices(context: Context, principal: Authenticated) -> VoiceList:
+async def list_voices(context: Context, principal: Authenticated) -> Response:
     async with context.sessions() as session:
-        voices = await list_visible(session, principal.org_id)
-    return VoiceList(voices=[Voice.of(v) for v in voices])
+        clones = await list_clones(session, principal.org_id)
+    assert context.voice_listing is not None
+    return Response(context.voice_listing.render(clones), media_type="application/json")
