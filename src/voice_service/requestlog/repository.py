@@ -28,17 +28,18 @@ class LogEntry:
     duration_ms: int
 
 
-async def insert_entries(session: AsyncSession, entries: Sequence[LogEntry], now: datetime) -> None:
-    """Add log rows, and refresh their keys' last_used_at where it is stale."""
+async def insert_entries(
+    session: AsyncSession, entries: Sequence[LogEntry], now: datetime, used_keys: set[str]
+) -> None:
+    """Add log rows, and refresh `used_keys`' last_used_at where it is stale."""
     await session.execute(
         insert(RequestLogEntry), [{**asdict(entry), "created_at": now} for entry in entries]
     )
-    key_ids = {entry.key_id for entry in entries if entry.key_id is not None}
-    if key_ids:
+    if used_keys:
         await session.execute(
             update(ApiKey)
             .where(
-                ApiKey.id.in_(key_ids),
+                ApiKey.id.in_(used_keys),
                 or_(
                     ApiKey.last_used_at.is_(None),
                     ApiKey.last_used_at < now - LAST_USED_RESOLUTION,

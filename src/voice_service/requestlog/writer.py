@@ -11,16 +11,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
+import time
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from voice_service.db import transaction
 from voice_service.models import utcnow
-from voice_service.requestlog.repository import LogEntry, insert_entries
+from voice_service.requestlog.repository import (
+    LAST_USED_RESOLUTION,
+    LogEntry,
+    insert_entries,
+)
 
 logger = logging.getLogger(__name__)
 
 MAX_BATCH = 256
+LAST_USED_RESOLUTION_SECONDS = LAST_USED_RESOLUTION.total_seconds()
 
 _Pending = tuple[LogEntry, "asyncio.Future[None]"]
 
@@ -30,6 +37,7 @@ class RequestLogWriter:
         self._sessions = sessions
         self._queue: asyncio.Queue[_Pending] | None = None
         self._task: asyncio.Task[None] | None = None
+        self._refreshed: dict[str, float] = {}  # key id -> monotonic time of last refresh
 
     def start(self) -> None:
         self._queue = asyncio.Queue()
@@ -64,10 +72,22 @@ class RequestLogWriter:
             batch.append(queue.get_nowait())
         return batch
 
+    def _keys_to_refresh(self, entries: list[LogEntry]) -> set[str]:
+        # Refreshing last_used_at is a second statement; once a minute per key and process
+        # is enough for a hint, and the SQL condition keeps processes from repeating it.
+        now = time.monotonic()
+        due = set()
+        for key_id in {entry.key_id for entry in entries if entry.key_id is not None}:
+            if now - self._refreshed.get(key_id, -math.inf) >= LAST_USED_RESOLUTION_SECONDS:
+                self._refreshed[key_id] = now
+                due.add(key_id)
+        return due
+
     async def _commit(self, batch: list[_Pending]) -> None:
+        entries = [entry for entry, _ in batch]
         try:
             async with transaction(self._sessions) as session:
-                await insert_entries(session, [entry for entry, _ in batch], utcnow())
+                await insert_entries(session, entries, utcnow(), self._keys_to_refresh(entries))
         except Exception as error:
             logger.exception("could not write %d request log rows", len(batch))
             for _, done in batch:
