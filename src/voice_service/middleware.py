@@ -11,13 +11,14 @@ from typing import Any
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from voice_service.errors import InternalError, PayloadTooLarge, envelope
+from voice_service.errors import ApiError, InternalError, PayloadTooLarge, envelope
 from voice_service.ids import new_id
 from voice_service.requestlog.repository import LogEntry
 
 logger = logging.getLogger(__name__)
 
 LogWriter = Callable[[LogEntry], Awaitable[None]]
+MAX_LOGGED_PATH = 2048  # the column's width: a longer path must not cost the row
 
 
 class RequestContextMiddleware:
@@ -68,7 +69,7 @@ class RequestContextMiddleware:
             org_id=principal.org_id if principal else None,
             key_id=principal.key_id if principal else None,
             method=scope["method"],
-            path=scope["path"],
+            path=scope["path"][:MAX_LOGGED_PATH],
             status=status,
             error_code=state.get("error_code"),
             duration_ms=round((time.perf_counter() - started) * 1000),
@@ -134,7 +135,7 @@ def _content_length(scope: Scope) -> int | None:
     return None
 
 
-async def send_json_error(send: Send, error: Any, request_id: str) -> None:
+async def send_json_error(send: Send, error: ApiError, request_id: str) -> None:
     body = json.dumps(envelope(error.code, error.message, request_id)).encode()
     headers = [
         (b"content-type", b"application/json"),

@@ -85,3 +85,12 @@ async def test_orgs_see_only_their_own_log(
     await client.get("/voices", headers=other.headers)
     mine = await tenants.run(lambda s: recent_requests(s, tenant.org_id, 10))
     assert {r.org_id for r in mine} == {tenant.org_id}
+
+
+async def test_very_long_paths_are_still_logged(
+    client: httpx.AsyncClient, tenants: Tenants
+) -> None:
+    response = await client.get("/" + "x" * 5000)
+    row = await log_row(tenants, response.headers["x-request-id"])
+    assert row is not None
+    assert row.status == 404 and len(row.path) == 2048

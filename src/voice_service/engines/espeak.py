@@ -151,7 +151,11 @@ def _initialized_library(data_dir: Path) -> tuple[ctypes.CDLL, int]:
 class EspeakEngine:
     """espeak-ng voices for the languages in `CATALOGUE`; 22.05 kHz mono output."""
 
-    def __init__(self, data_dir: Path = DEFAULT_DATA_DIR) -> None:
+    def __init__(
+        self, data_dir: Path = DEFAULT_DATA_DIR, extra_voices: Sequence[EngineVoice] = ()
+    ) -> None:
+        """`extra_voices`: espeak voice names beyond the catalogue, e.g. variants such as
+        `espeak:en-us+f2` (distinct speakers the benchmark uses as cloning references)."""
         self._data_dir = data_dir
         # Filled by the callback during one espeak_Synth call; only touched under ESPEAK_LOCK.
         self._chunks: list[bytes] = []
@@ -159,7 +163,7 @@ class EspeakEngine:
         self._callback = _SynthCallback(self._on_audio)
         with ESPEAK_LOCK:
             self._lib, self._sample_rate = _initialized_library(data_dir)
-            self._voices = tuple(self._usable_voices())
+            self._voices = (*self._usable_voices(), *extra_voices)
         self._keys = frozenset(voice.key for voice in self._voices)
 
     def voices(self) -> Sequence[EngineVoice]:
