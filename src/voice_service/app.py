@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -61,7 +60,7 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         await migrate(db)
-        loaded = engines if engines is not None else await asyncio.to_thread(Engines.load, settings)
+        loaded = engines if engines is not None else await context.pool.run(Engines.load, settings)
         async with transaction(sessions) as session:
             await hold_startup_lock(session)
             await sync_catalogue(session, loaded.catalogue())

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import ParamSpec, TypeVar
@@ -13,11 +16,22 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 
+# Inference threads run at a lower CPU priority than the event loop: with every core busy
+# in a model, the loop still gets the CPU at once to answer light requests (GET /voices),
+# while inference alone on the machine loses nothing.
+INFERENCE_NICENESS = 10
+
+
 class InferencePool:
-    """N threads (onnxruntime and CTranslate2 release the GIL) behind a queue with a deadline."""
+    """N threads (onnxruntime and CTranslate2 release the GIL) behind a queue with a deadline.
+
+    Load models through `run` too: the threads an engine starts for itself inherit the
+    lower priority of the thread that created them."""
 
     def __init__(self, size: int, queue_timeout: float) -> None:
-        self._executor = ThreadPoolExecutor(max_workers=size, thread_name_prefix="inference")
+        self._executor = ThreadPoolExecutor(
+            max_workers=size, thread_name_prefix="inference", initializer=_lower_priority
+        )
         self._slots = asyncio.Semaphore(size)
         self._queue_timeout = queue_timeout
 
@@ -36,3 +50,9 @@ class InferencePool:
 
     def shutdown(self) -> None:
         self._executor.shutdown(wait=True, cancel_futures=True)
+
+
+def _lower_priority() -> None:
+    # Linux applies setpriority to a single thread when given its native id.
+    with contextlib.suppress(OSError, AttributeError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), INFERENCE_NICENESS)
