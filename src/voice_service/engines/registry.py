@@ -28,7 +28,7 @@ class Engines:
         piper = PiperEngine(settings.piper_voices_dir)
         return cls(
             speakers=(piper, EspeakEngine()),
-            transcriber=_load_whisper(settings),
+            transcriber=load_whisper(settings),
             cloner=WorldCloner(piper, CLONE_BASE_VOICE),
         )
 
@@ -42,7 +42,7 @@ class Engines:
         raise KeyError(voice_key)
 
 
-def _load_whisper(settings: Settings) -> WhisperEngine:
+def load_whisper(settings: Settings) -> WhisperEngine:
     cores = os.cpu_count() or 1
     return WhisperEngine(
         settings.data_dir,

@@ -1,0 +1,198 @@
+"""Processes for the benchmark: the service as a user starts it, the bare baseline server,
+and what /proc says about them (CPU time, resident memory) and about the machine."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import httpx
+
+REPO = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+# `serve`'s uvicorn settings; loop and HTTP implementation stay "auto" there too.
+UVICORN = [PYTHON, "-m", "uvicorn", "--workers", "1", "--no-access-log", "--log-level", "info"]
+START_TIMEOUT_S = 180.0  # model loading on a busy 2-core machine can take a while
+
+
+@dataclass
+class Server:
+    process: subprocess.Popen[bytes]
+    root: str  # http://127.0.0.1:PORT
+    logs: list[IO[bytes]]
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        for log in self.logs:
+            log.close()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def service_env(data_dir: Path) -> dict[str, str]:
+    """A fresh embedded install: SQLite in `data_dir`, in-memory rate limits, own pepper."""
+    env = {**os.environ, "VOICE_SERVICE_DATA_DIR": str(data_dir)}
+    env["VOICE_SERVICE_DATABASE_URL"] = f"sqlite+aiosqlite:///{data_dir / 'voice-service.db'}"
+    env.pop("VOICE_SERVICE_REDIS_URL", None)
+    env.pop("VOICE_SERVICE_KEY_PEPPER", None)
+    return env
+
+
+def start_service(data_dir: Path) -> tuple[Server, dict[str, str]]:
+    """`python -m voice_service serve --json`; returns the server and its first-start JSON."""
+    port = free_port()
+    out_path, err_path = data_dir / "serve.out", data_dir / "serve.err"
+    out, err = out_path.open("wb"), err_path.open("wb")
+    process = subprocess.Popen(
+        [PYTHON, "-m", "voice_service", "serve", "--port", str(port), "--json"],
+        env=service_env(data_dir),
+        cwd=data_dir,  # away from any .env in the caller's directory
+        stdout=out,
+        stderr=err,
+    )
+    server = Server(process, f"http://127.0.0.1:{port}", [out, err])
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        first = _first_json(out_path, process, deadline)
+        _wait_ready(server, deadline, err_path)
+    except BaseException:
+        server.stop()
+        raise
+    return server, first
+
+
+def start_bare(body_file: Path, log_dir: Path) -> Server:
+    """The bare Starlette app under uvicorn with `serve`'s settings: 1 worker, auto loop and
+    HTTP implementation (uvloop, httptools), access log off, log level info."""
+    port = free_port()
+    env = {**os.environ, "BENCH_BARE_BODY": str(body_file), "PYTHONPATH": str(REPO)}
+    err = (log_dir / "bare.err").open("wb")
+    process = subprocess.Popen(
+        [*UVICORN, "bench.bare_app:app", "--host", "127.0.0.1", "--port", str(port)],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=err,
+    )
+    server = Server(process, f"http://127.0.0.1:{port}", [err])
+    try:
+        _wait_ready(server, time.monotonic() + 60, log_dir / "bare.err")
+    except BaseException:
+        server.stop()
+        raise
+    return server
+
+
+def _first_json(path: Path, process: subprocess.Popen[bytes], deadline: float) -> dict[str, str]:
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            parsed: dict[str, str] = json.loads(path.read_text())
+            return parsed
+        except json.JSONDecodeError:
+            time.sleep(0.2)
+    raise RuntimeError(f"serve printed no JSON (exit {process.poll()})")
+
+
+def _wait_ready(server: Server, deadline: float, err_path: Path) -> None:
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise RuntimeError(f"server exited: {err_path.read_text()[-2000:]}")
+        try:
+            if httpx.get(f"{server.root}/readyz", timeout=5).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.3)
+    raise RuntimeError("the server never became ready")
+
+
+def create_key(data_dir: Path, org_id: str, rate_limit: int) -> str:
+    """`python -m voice_service keys create ORG --rate-limit N --json`, as an operator would."""
+    command = [PYTHON, "-m", "voice_service", "keys", "create", org_id, "--json"]
+    created = subprocess.run(
+        [*command, "--rate-limit", str(rate_limit)],
+        env=service_env(data_dir),
+        cwd=data_dir,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    secret: str = json.loads(created.stdout)["secret"]
+    return secret
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of every thread of `pid` so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def memory_kib(pid: int) -> dict[str, int]:
+    """VmRSS and VmHWM (peak RSS) of `pid`, in KiB."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return {
+        name: int(match.group(1))
+        for name in ("VmRSS", "VmHWM")
+        if (match := re.search(rf"^{name}:\s+(\d+) kB", status, re.MULTILINE))
+    }
+
+
+def reset_peak_rss(pid: int) -> bool:
+    """Make VmHWM start again from the current RSS (Linux >= 4.0); False if refused."""
+    try:
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+    except OSError:
+        return False
+    return True
+
+
+def cpu_parallelism(loops: int) -> float:
+    """How many cores two CPU-bound processes really get right now (2.0 on an idle 2-core
+    machine): the shared machine's neighbours decide what the concurrency figure can reach."""
+    spin = ["-c", f"for _ in range({loops}): pass"]
+
+    def timed(count: int) -> float:
+        started = time.perf_counter()
+        processes = [subprocess.Popen([PYTHON, *spin]) for _ in range(count)]
+        for process in processes:
+            process.wait(timeout=120)
+        return time.perf_counter() - started
+
+    return 2 * timed(1) / timed(2)
+
+
+def machine() -> dict[str, Any]:
+    cpuinfo = Path("/proc/cpuinfo").read_text()
+    model = re.search(r"^model name\s*:\s*(.+)$", cpuinfo, re.MULTILINE)
+    meminfo = Path("/proc/meminfo").read_text()
+    total = re.search(r"^MemTotal:\s+(\d+) kB", meminfo, re.MULTILINE)
+    return {
+        "nproc": len(os.sched_getaffinity(0)),
+        "cpu_model": model.group(1).strip() if model else "unknown",
+        "memory_gib": round(int(total.group(1)) / 1024**2, 1) if total else None,
+        "loadavg_at_start": Path("/proc/loadavg").read_text().split()[:3],
+        "python": sys.version.split()[0],
+    }

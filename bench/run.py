@@ -1,0 +1,475 @@
+"""`python -m bench [--quick]`: the service against its engines and a bare server, one run.
+
+Starts `voice-service serve` on a fresh data dir (SQLite, loopback), makes a key with a high
+rate limit through the CLI, measures the seven figures of issue 5, prints a Markdown table
+and writes JSON to bench/results/<timestamp>.json and latest.json. Every figure carries its
+value, its target (None for context figures) and whether the target is met.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import signal
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import httpx
+
+from bench import clone_similarity
+from bench.procs import (
+    PYTHON,
+    REPO,
+    Server,
+    cpu_parallelism,
+    cpu_seconds,
+    create_key,
+    machine,
+    memory_kib,
+    reset_peak_rss,
+    start_bare,
+    start_service,
+)
+from voice_service.audio.decode import decode_audio
+from voice_service.audio.formats import identify_audio
+from voice_service.audio.mp3 import encode_mp3
+from voice_service.engines.piper import PiperEngine
+from voice_service.engines.registry import load_whisper
+from voice_service.ids import catalogue_voice_id
+from voice_service.settings import Settings
+
+VOICE_KEY = "piper:en_US-joe-medium"
+# 44 words (about 11 s from Piper): the TTS input.
+PARAGRAPH = (
+    "The lighthouse stood at the edge of the cliff, watching over the harbor for more than "
+    "a century. Every evening the keeper climbed the narrow stairs to light the lamp, and "
+    "every morning he wrote the weather in a small notebook by his bed."
+)
+# The transcription clip: the paragraph and one more sentence, about 14 s spoken by Piper.
+CLIP_TEXT = PARAGRAPH + " Nobody in the village ever asked him why he did it."
+SHORT_TEXT = "Please send the quarterly report to the finance team before Friday afternoon."
+UPLOAD_BYTES = 25 * 1024 * 1024  # the service's cap (25 MiB)
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Figure:
+    key: str
+    label: str
+    value: float
+    unit: str
+    op: str | None = None  # ">=" or "<="; None: context only, no target
+    target: float | None = None
+
+    @property
+    def met(self) -> bool | None:
+        if self.op is None or self.target is None:
+            return None
+        return self.value >= self.target if self.op == ">=" else self.value <= self.target
+
+    def as_json(self) -> dict[str, Any]:
+        target = f"{self.op} {self.target:g}" if self.op else None
+        return {**asdict(self), "target_text": target, "met": self.met}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Durations and repeats; --quick shrinks all of them."""
+
+    quick: bool
+    load_seconds: float
+    warmup_seconds: float
+    repeats: int
+    rounds: int
+
+    @classmethod
+    def make(cls, quick: bool) -> Plan:
+        if quick:
+            return cls(True, load_seconds=2.0, warmup_seconds=0.5, repeats=2, rounds=1)
+        return cls(False, load_seconds=15.0, warmup_seconds=2.0, repeats=5, rounds=3)
+
+
+class Service:
+    """The running service with a key: URLs and an authenticated HTTP client."""
+
+    def __init__(self, server: Server, base_url: str, key: str) -> None:
+        self.server = server
+        self.base = base_url
+        self.auth = {"Authorization": f"Bearer {key}"}
+        self.client = httpx.Client(headers=self.auth, timeout=300)
+
+    def tts(self, text: str, client: httpx.Client | None = None) -> bytes:
+        body = {"text": text, "voice_id": catalogue_voice_id(VOICE_KEY)}
+        response = (client or self.client).post(f"{self.base}/text-to-speech", json=body)
+        response.raise_for_status()
+        return response.content
+
+    def stt(self, name: str, audio: bytes, client: httpx.Client | None = None) -> httpx.Response:
+        return (client or self.client).post(
+            f"{self.base}/speech-to-text",
+            files={"file": (name, audio, "application/octet-stream")},
+            data={"language": "en"},
+        )
+
+
+def _timed(fn: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
+
+
+def _interleaved(plan: Plan, first: Callable[[], object], second: Callable[[], object]) -> Any:
+    """Median times of `first` and `second`, alternated so machine noise hits both alike."""
+    first(), second()  # warm both paths (caches, lazy init, connection)
+    a, b = [], []
+    for _ in range(plan.repeats):
+        a.append(_timed(first))
+        b.append(_timed(second))
+    return statistics.median(a), statistics.median(b)
+
+
+def _load(
+    url: str, headers: dict[str, str], plan: Plan, concurrency: int, rate: float = 0.0
+) -> dict[str, float]:
+    """The load generator in its own process, so its CPU is not the server's."""
+    command = [PYTHON, "-m", "bench.load", url, "--concurrency", str(concurrency)]
+    command += ["--duration", str(plan.load_seconds), "--warmup", str(plan.warmup_seconds)]
+    command += ["--rate", str(rate)]
+    for name, value in headers.items():
+        command += ["--header", f"{name}: {value}"]
+    timeout = plan.load_seconds + plan.warmup_seconds + 60
+    done = subprocess.run(
+        command, cwd=REPO, capture_output=True, text=True, check=True, timeout=timeout
+    )
+    result: dict[str, float] = json.loads(done.stdout)
+    if result["errors"]:
+        raise RuntimeError(f"{url}: {result['errors']} non-200 answers")
+    return result
+
+
+def _load_with_server_cpu(
+    server: Server, url: str, headers: dict[str, str], plan: Plan, concurrency: int
+) -> dict[str, float]:
+    cpu_before, started = cpu_seconds(server.pid), time.perf_counter()
+    result = _load(url, headers, plan, concurrency)
+    result["server_cpu_cores"] = (cpu_seconds(server.pid) - cpu_before) / (
+        time.perf_counter() - started
+    )
+    return result
+
+
+# --- 1. gateway overhead ------------------------------------------------------------------
+
+
+def gateway(svc: Service, plan: Plan, work: Path) -> tuple[list[Figure], dict[str, Any]]:
+    response = svc.client.get(f"{svc.base}/voices")
+    response.raise_for_status()
+    body_file = work / "voices.json"
+    body_file.write_bytes(response.content)  # the bare server answers the same bytes
+    bare = start_bare(body_file, work)
+    try:
+        bare_result = _load_with_server_cpu(bare, f"{bare.root}/api/v1/voices", {}, plan, 16)
+    finally:
+        bare.stop()
+    full = _load_with_server_cpu(svc.server, f"{svc.base}/voices", svc.auth, plan, 16)
+    figures = [
+        Figure("gateway_throughput_ratio", "1. GET /voices: full stack / bare throughput",
+               full["rps"] / bare_result["rps"], "x", ">=", 0.5),
+        Figure("gateway_full_rps", "1. full stack throughput", full["rps"], "req/s"),
+        Figure("gateway_bare_rps", "1. bare Starlette throughput", bare_result["rps"], "req/s"),
+        Figure("gateway_full_p50_ms", "1. full stack p50", full["p50_ms"], "ms"),
+        Figure("gateway_full_p99_ms", "1. full stack p99", full["p99_ms"], "ms"),
+        Figure("gateway_bare_p50_ms", "1. bare p50", bare_result["p50_ms"], "ms"),
+        Figure("gateway_bare_p99_ms", "1. bare p99", bare_result["p99_ms"], "ms"),
+    ]  # fmt: skip
+    return figures, {"full": full, "bare": bare_result, "body_bytes": len(response.content)}
+
+
+# --- 2. text to speech ----------------------------------------------------------------------
+
+
+def text_to_speech(
+    svc: Service, plan: Plan, piper: PiperEngine, settings: Settings
+) -> tuple[list[Figure], dict[str, Any]]:
+    def in_process() -> bytes:
+        return encode_mp3(piper.synthesize(VOICE_KEY, PARAGRAPH), bitrate=settings.mp3_bitrate)
+
+    seconds = piper.synthesize(VOICE_KEY, PARAGRAPH).duration_seconds
+    http_s, local_s = _interleaved(plan, lambda: svc.tts(PARAGRAPH), in_process)
+    figures = [
+        Figure("tts_ratio", "2. TTS: HTTP / in-process time", http_s / local_s, "x", "<=", 1.15),
+        Figure("tts_rtf", "2. TTS real-time factor (HTTP)", http_s / seconds, "RTF"),
+        Figure("tts_http_s", "2. TTS via HTTP", http_s, "s"),
+        Figure("tts_in_process_s", "2. TTS in-process (Piper + MP3)", local_s, "s"),
+    ]
+    details = {"words": len(PARAGRAPH.split()), "audio_seconds": seconds}
+    return figures, details
+
+
+# --- 3. transcription -----------------------------------------------------------------------
+
+
+def transcription(
+    svc: Service, plan: Plan, clip: Path, seconds: float, settings: Settings
+) -> tuple[list[Figure], dict[str, Any]]:
+    # The service's engine, built as the service builds it, fed as the service feeds it.
+    whisper = load_whisper(settings)
+    audio = clip.read_bytes()
+    heard: dict[str, str] = {}
+
+    def in_process() -> None:
+        fmt = identify_audio(clip)
+        decoded = decode_audio(clip, max_seconds=settings.max_audio_seconds, fmt=fmt)
+        heard["local"] = whisper.transcribe(decoded.samples, "en").text
+
+    def over_http() -> None:
+        response = svc.stt(clip.name, audio)
+        response.raise_for_status()
+        heard["http"] = response.json()["text"]
+
+    http_s, local_s = _interleaved(plan, over_http, in_process)
+    edits, words = clone_similarity.word_error_rate(CLIP_TEXT, heard["http"])
+    figures = [
+        Figure("stt_ratio", "3. STT: HTTP / in-process time", http_s / local_s, "x", "<=", 1.15),
+        Figure("stt_rtf", "3. STT real-time factor (HTTP)", http_s / seconds, "RTF"),
+        Figure("stt_wer", "3. STT word error rate (HTTP)", edits / words, "fraction"),
+        Figure("stt_http_s", "3. STT via HTTP", http_s, "s"),
+        Figure("stt_in_process_s", "3. STT in-process (decode + Whisper)", local_s, "s"),
+    ]
+    details = {"clip_seconds": seconds, "clip_bytes": len(audio), "transcripts": heard}
+    return figures, details
+
+
+# --- 4. responsiveness under inference load -------------------------------------------------
+
+
+def responsiveness(
+    svc: Service, plan: Plan, clip: Path, pool_size: int
+) -> tuple[list[Figure], dict[str, Any]]:
+    # A paced, light load (2 connections, 40 req/s): we want latency, not saturation.
+    def probe() -> dict[str, float]:
+        return _load(f"{svc.base}/voices", svc.auth, plan, concurrency=2, rate=40)
+
+    idle = probe()
+    stop = threading.Event()
+    done: list[int] = []
+    audio = clip.read_bytes()
+
+    def keep_transcribing() -> None:
+        with httpx.Client(headers=svc.auth, timeout=300) as client:
+            while not stop.is_set():
+                done.append(svc.stt(clip.name, audio, client).status_code)
+
+    # One caller more than slots, so a slot that frees is taken again at once.
+    callers = [threading.Thread(target=keep_transcribing) for _ in range(pool_size + 1)]
+    for caller in callers:
+        caller.start()
+    try:
+        time.sleep(1.0)  # uploads parsed, every slot inside Whisper
+        busy = probe()
+    finally:
+        stop.set()
+        for caller in callers:
+            caller.join(timeout=300)
+    if any(status != 200 for status in done):
+        raise RuntimeError(f"transcriptions under load failed: {done}")
+    figures = [
+        Figure("busy_p99_ratio", "4. GET /voices p99: all slots busy / idle",
+               busy["p99_ms"] / idle["p99_ms"], "x", "<=", 3.0),
+        Figure("idle_p99_ms", "4. GET /voices p99 idle", idle["p99_ms"], "ms"),
+        Figure("busy_p99_ms", "4. GET /voices p99, slots busy", busy["p99_ms"], "ms"),
+    ]  # fmt: skip
+    details = {"pool_size": pool_size, "idle": idle, "busy": busy, "transcriptions": len(done)}
+    return figures, details
+
+
+# --- 5. concurrency -------------------------------------------------------------------------
+
+
+def concurrency(svc: Service, plan: Plan) -> tuple[list[Figure], dict[str, Any]]:
+    text = SHORT_TEXT if plan.quick else PARAGRAPH
+    n = 8
+    clients = [httpx.Client(headers=svc.auth, timeout=300) for _ in range(n)]
+    sequential, parallel = [], []
+    try:
+        with ThreadPoolExecutor(n) as executor:
+            for _ in range(plan.rounds):
+                sequential.append(_timed(lambda: [svc.tts(text) for _ in range(n)]))
+                parallel.append(
+                    _timed(lambda: list(executor.map(lambda c: svc.tts(text, c), clients)))
+                )
+    finally:
+        for client in clients:
+            client.close()
+    seq_s, par_s = statistics.median(sequential), statistics.median(parallel)
+    cores = cpu_parallelism(5_000_000 if plan.quick else 20_000_000)
+    figures = [
+        Figure("tts_concurrency_speedup", "5. TTS: 8 concurrent / sequential throughput",
+               seq_s / par_s, "x", ">=", 1.6),
+        Figure("tts_sequential_rps", "5. TTS one at a time", n / seq_s, "req/s"),
+        Figure("tts_concurrent_rps", "5. TTS 8 at once", n / par_s, "req/s"),
+        Figure("cpu_parallelism", "5. cores 2 busy processes got (machine check)", cores, "x"),
+    ]  # fmt: skip
+    return figures, {"text_words": len(text.split()), "sequential_s": sequential,
+                     "concurrent_s": parallel}  # fmt: skip
+
+
+# --- 6. upload memory -----------------------------------------------------------------------
+
+
+def upload_memory(svc: Service) -> tuple[list[Figure], dict[str, Any]]:
+    # Junk without any audio signature: the whole body is received and spooled, then the
+    # content check answers 415, so what we see is the receiving path alone.
+    junk = bytes(UPLOAD_BYTES)
+    pid = svc.server.pid
+    baseline = memory_kib(pid)["VmRSS"]
+    peak_reset = reset_peak_rss(pid)
+    sampled = [baseline]
+    stop = threading.Event()
+
+    def sample() -> None:  # in case the kernel refused the peak reset
+        while not stop.is_set():
+            sampled.append(memory_kib(pid)["VmRSS"])
+            time.sleep(0.005)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        with ThreadPoolExecutor(5) as executor:
+            statuses = list(executor.map(lambda _: svc.stt("junk.bin", junk).status_code, range(5)))
+    finally:
+        stop.set()
+        sampler.join()
+    peak = max(max(sampled), memory_kib(pid)["VmHWM"] if peak_reset else 0)
+    growth_mib = (peak - baseline) / 1024
+    figures = [
+        Figure("upload_rss_growth_mib", "6. server peak RSS growth, 5 x 25 MiB uploads",
+               growth_mib, "MiB", "<=", 64.0),
+    ]  # fmt: skip
+    details = {"statuses": statuses, "baseline_kib": baseline, "peak_kib": peak,
+               "vmhwm_reset": peak_reset, "samples": len(sampled)}  # fmt: skip
+    return figures, details
+
+
+# --- 7. cloning -----------------------------------------------------------------------------
+
+
+def cloning(plan: Plan) -> tuple[list[Figure], dict[str, Any]]:
+    result = clone_similarity.measure(plan.quick)
+    figures = [
+        Figure("clone_average_gain", "7. clone speaker-similarity gain",
+               result["average_gain"], "cosine", ">=", 0.15),
+        Figure("clone_wer_delta", "7. clone WER - base WER",
+               result["clone_wer"] - result["base_wer"], "fraction", "<=", 0.05),
+        Figure("clone_base_wer", "7. base voice WER", result["base_wer"], "fraction"),
+        Figure("clone_wer", "7. clone WER", result["clone_wer"], "fraction"),
+        Figure("clone_conversion_rtf", "7. clone conversion RTF", result["conversion_rtf"], "RTF"),
+    ]  # fmt: skip
+    details = {**result, "rows": [{**asdict(row), "gain": row.gain} for row in result["rows"]]}
+    return figures, details
+
+
+# --- the run --------------------------------------------------------------------------------
+
+
+def run(plan: Plan, work: Path) -> dict[str, Any]:
+    started = time.perf_counter()
+    data_dir = work / "data"
+    data_dir.mkdir()
+    figures: list[Figure] = []
+    details: dict[str, Any] = {}
+    server, first = start_service(data_dir)
+    try:
+        key = create_key(data_dir, first["org_id"], rate_limit=10_000_000)
+        svc = Service(server, first["base_url"], key)
+        # Same settings as the server process: its data dir (the joined model is reused).
+        settings = Settings(data_dir=data_dir)
+        piper = PiperEngine()
+        pcm = piper.synthesize(VOICE_KEY, CLIP_TEXT)
+        clip = work / "clip.mp3"
+        clip.write_bytes(encode_mp3(pcm))
+        steps: list[tuple[str, Callable[[], tuple[list[Figure], dict[str, Any]]]]] = [
+            ("gateway", lambda: gateway(svc, plan, work)),
+            ("tts", lambda: text_to_speech(svc, plan, piper, settings)),
+            ("stt", lambda: transcription(svc, plan, clip, pcm.duration_seconds, settings)),
+            ("responsiveness", lambda: responsiveness(svc, plan, clip, settings.pool_size)),
+            ("concurrency", lambda: concurrency(svc, plan)),
+            ("upload_memory", lambda: upload_memory(svc)),
+        ]
+        for name, step in steps:
+            print(f"measuring {name} ...", flush=True)
+            step_figures, details[name] = step()
+            figures += step_figures
+        svc.client.close()
+    finally:
+        server.stop()
+    print("measuring cloning ...", flush=True)  # in-process; the server is no longer needed
+    clone_figures, details["cloning"] = cloning(plan)
+    figures += clone_figures
+    return {
+        "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
+        "quick": plan.quick,
+        "machine": machine(),
+        "seconds": time.perf_counter() - started,
+        "figures": [figure.as_json() for figure in figures],
+        "details": details,
+    }
+
+
+def table(result: dict[str, Any]) -> str:
+    lines = ["| Figure | Value | Target | Met |", "|---|---:|---|---|"]
+    for f in result["figures"]:
+        value = f"{f['value']:.3g}" if abs(f["value"]) < 100 else f"{f['value']:.0f}"
+        met = {True: "yes", False: "**no**", None: ""}[f["met"]]
+        lines.append(f"| {f['label']} | {value} {f['unit']} | {f['target_text'] or ''} | {met} |")
+    return "\n".join(lines)
+
+
+def _write(results_dir: Path, result: dict[str, Any]) -> Path:
+    results_dir.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(result, indent=2, default=str, allow_nan=True)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    path = results_dir / f"{stamp}.json"
+    for target in (path, results_dir / "latest.json"):
+        tmp = target.with_suffix(".tmp")
+        tmp.write_text(text)
+        tmp.replace(target)  # readers never see half a file
+    return path
+
+
+def _give_up(_signum: int, _frame: FrameType | None) -> None:
+    raise TimeoutError("the benchmark ran past its time limit")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Voice Service benchmark (issue 5)")
+    parser.add_argument("--quick", action="store_true", help="brief runs, for the test suite")
+    parser.add_argument("--results-dir", type=Path, default=REPO / "bench" / "results")
+    parser.add_argument("--time-limit", type=int, default=0, help="seconds; 0: 300 quick, 1800")
+    args = parser.parse_args()
+    plan = Plan.make(args.quick)
+    # Bounded in time: the alarm raises in the main thread and the finally-blocks stop the
+    # servers.
+    signal.signal(signal.SIGALRM, _give_up)
+    signal.alarm(args.time_limit or (300 if plan.quick else 1800))
+    with tempfile.TemporaryDirectory(prefix="voice-bench-") as work:
+        result = run(plan, Path(work))
+    signal.alarm(0)
+    path = _write(args.results_dir, result)
+    print(table(result))
+    m = result["machine"]
+    print(f"\n{m['nproc']} cores ({m['cpu_model']}), {m['memory_gib']} GiB; "
+          f"load {' '.join(m['loadavg_at_start'])}; {result['seconds']:.0f} s; {path}")  # fmt: skip
+    if not all(math.isfinite(f["value"]) for f in result["figures"]):
+        raise SystemExit("some figures are not finite numbers")

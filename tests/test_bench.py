@@ -1,0 +1,107 @@
+"""The benchmark harness runs end to end (`python -m bench --quick`), so it cannot rot.
+
+Only the shape of the output is checked: every figure present, numeric, with its target and
+verdict. Never the values: the machine is shared and noisy.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+FIGURES = {
+    "gateway_throughput_ratio",
+    "gateway_full_rps",
+    "gateway_bare_rps",
+    "gateway_full_p50_ms",
+    "gateway_full_p99_ms",
+    "gateway_bare_p50_ms",
+    "gateway_bare_p99_ms",
+    "tts_ratio",
+    "tts_rtf",
+    "tts_http_s",
+    "tts_in_process_s",
+    "stt_ratio",
+    "stt_rtf",
+    "stt_wer",
+    "stt_http_s",
+    "stt_in_process_s",
+    "busy_p99_ratio",
+    "idle_p99_ms",
+    "busy_p99_ms",
+    "tts_concurrency_speedup",
+    "tts_sequential_rps",
+    "tts_concurrent_rps",
+    "cpu_parallelism",
+    "upload_rss_growth_mib",
+    "clone_average_gain",
+    "clone_wer_delta",
+    "clone_base_wer",
+    "clone_wer",
+    "clone_conversion_rtf",
+}
+# The figures the issue sets a target for.
+TARGETED = {
+    "gateway_throughput_ratio",
+    "tts_ratio",
+    "stt_ratio",
+    "busy_p99_ratio",
+    "tts_concurrency_speedup",
+    "upload_rss_growth_mib",
+    "clone_average_gain",
+    "clone_wer_delta",
+}
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, object]]:
+    results = tmp_path_factory.mktemp("bench-results")
+    done = subprocess.run(  # noqa: S603
+        [sys.executable, "-m", "bench", "--quick", "--results-dir", str(results)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    latest = json.loads((results / "latest.json").read_text())
+    stamped = [p for p in results.glob("*.json") if p.name != "latest.json"]
+    assert len(stamped) == 1
+    assert json.loads(stamped[0].read_text()) == latest
+    return done.stdout, latest
+
+
+def test_every_figure_is_present_and_numeric(quick_run: tuple[str, dict[str, object]]) -> None:
+    _, result = quick_run
+    figures = result["figures"]
+    assert isinstance(figures, list)
+    by_key = {figure["key"]: figure for figure in figures}
+    assert set(by_key) == FIGURES
+    for key, figure in by_key.items():
+        value = figure["value"]
+        assert isinstance(value, int | float) and math.isfinite(value), (key, value)
+        if key in TARGETED:
+            assert isinstance(figure["target"], int | float), key
+            assert figure["op"] in (">=", "<=")
+            assert isinstance(figure["met"], bool), key
+        else:
+            assert figure["target"] is None and figure["met"] is None, key
+
+
+def test_the_run_describes_the_machine_and_prints_the_table(
+    quick_run: tuple[str, dict[str, object]],
+) -> None:
+    stdout, result = quick_run
+    assert result["quick"] is True
+    machine = result["machine"]
+    assert isinstance(machine, dict)
+    assert machine["nproc"] >= 1 and machine["cpu_model"]
+    assert "| Figure | Value | Target | Met |" in stdout
+    assert "clone speaker-similarity gain" in stdout
