@@ -1,4 +1,7 @@
-"""voice-service: run the API and administer tenants. Every command accepts --json."""
+"""voice-service: run the API and administer tenants. Every command accepts --json.
+
+Configuration comes from VOICE_SERVICE_* environment variables (DATA_DIR, DATABASE_URL,
+REDIS_URL, KEY_PEPPER, POOL_SIZE, ...; the README lists them all)."""
 
 from __future__ import annotations
 
