@@ -117,7 +117,6 @@ def test_conversion_moves_pitch_toward_the_target(
 
     assert high_profile.f0_median_hz > base_profile.f0_median_hz * 1.15
     assert float(np.median(after[both] / mapped)) == pytest.approx(1.0, abs=0.05)
-    assert float(np.median(after[after > 0])) == pytest.approx(math.exp(target), rel=0.1)
 
 
 def test_converted_audio_is_same_rate_mono_int16(base_speech: Pcm, converted: Pcm) -> None:
