@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import time
 
 import httpx
 import pytest
@@ -81,16 +82,21 @@ def limiter_storage(request: pytest.FixtureRequest) -> str | None:
 
 
 async def test_window_moves_rather_than_resetting(limiter_storage: str | None) -> None:
-    limiter = RateLimiter(limiter_storage, window_seconds=2)
+    limiter = RateLimiter(limiter_storage, window_seconds=4)
     key = f"key_{secrets.token_hex(6)}"
+    start = time.monotonic()
+
+    async def at(offset: float) -> None:
+        await asyncio.sleep(max(0.0, start + offset - time.monotonic()))
+
     await limiter.hit(key, 2)
-    await asyncio.sleep(1.0)
+    await at(2.0)
     await limiter.hit(key, 2)
-    await asyncio.sleep(0.3)
-    # A fixed window could have reset by now; the moving one still holds both hits.
-    with pytest.raises(RateLimited):
+    await at(2.5)
+    # Each step has 1.5 s of slack, so a slow machine cannot change the outcome.
+    with pytest.raises(RateLimited):  # both hits are within the last 4 s
         await limiter.hit(key, 2)
-    await asyncio.sleep(0.9)  # the first hit has left the window, the second has not
+    await at(4.5)  # the first hit has left the window, the second has not
     await limiter.hit(key, 2)
     with pytest.raises(RateLimited):
         await limiter.hit(key, 2)
