@@ -50,7 +50,7 @@ Authenticated = Annotated[Principal, Depends(authenticate)]
 def require_service(service: str) -> Callable[[Principal], Awaitable[Principal]]:
     async def check(principal: Authenticated) -> Principal:
         if service in principal.disabled_services:
-            raise ServiceDisabled(f"The {service} service is disabled for this account.")
+            raise ServiceDisabled(f"The {service} service is disabled for this organization.")
         return principal
 
     return check
