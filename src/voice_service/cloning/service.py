@@ -76,7 +76,7 @@ async def clone_voice(
         # Cheap early refusal before the analysis; the authoritative check is below.
         limit = await repository.org_clone_limit(session, principal.org_id)
         live = await repository.count_live_clones(session, principal.org_id)
-    _check_limit(live, default_limit if limit is None else limit)
+    _check_limit(live, limit, default_limit)
 
     analysed = await _analyse(context, request_id, sample)
     voice_id = new_id("voice")
@@ -86,7 +86,7 @@ async def clone_voice(
         async with transaction(context.sessions) as session:
             limit = await repository.lock_org_clone_limit(session, principal.org_id)
             live = await repository.count_live_clones(session, principal.org_id)
-            _check_limit(live, default_limit if limit is None else limit)
+            _check_limit(live, limit, default_limit)
             voice = Voice(
                 id=voice_id,
                 org_id=principal.org_id,
@@ -110,8 +110,8 @@ async def clone_voice(
     return voice
 
 
-def _check_limit(live: int, limit: int) -> None:
-    if live >= limit:
+def _check_limit(live: int, org_limit: int | None, default_limit: int) -> None:
+    if live >= (default_limit if org_limit is None else org_limit):
         raise InvalidRequest(
             "The organization has reached its limit of cloned voices; delete one first."
         )
