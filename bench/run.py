@@ -9,6 +9,7 @@ value, its target (None for context figures) and whether the target is met.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import signal
@@ -23,7 +24,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -61,6 +62,7 @@ CLIP_TEXT = PARAGRAPH + " Nobody in the village ever asked him why he did it."
 SHORT_TEXT = "Please send the quarterly report to the finance team before Friday afternoon."
 UPLOAD_BYTES = 25 * 1024 * 1024  # the service's cap (25 MiB)
 MIB = 1024 * 1024
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -332,7 +334,42 @@ def upload_memory(svc: Service) -> tuple[list[Figure], dict[str, Any]]:
     # Junk without any audio signature: the whole body is received and spooled, then the
     # content check answers 415, so what we see is the receiving path alone.
     junk = bytes(UPLOAD_BYTES)
-    pid = svc.server.pid
+
+    def upload() -> list[int]:
+        with ThreadPoolExecutor(5) as executor:
+            return list(executor.map(lambda _: svc.stt("junk.bin", junk).status_code, range(5)))
+
+    growth_kib, statuses, details = _peak_rss_growth(svc.server.pid, upload)
+    figures = [
+        Figure("upload_rss_growth_mib", "6. server peak RSS growth, 5 x 25 MiB uploads",
+               growth_kib / 1024, "MiB", "<=", 64.0),
+    ]  # fmt: skip
+    return figures, {"statuses": statuses, **details}
+
+
+def tts_memory(svc: Service, plan: Plan) -> tuple[list[Figure], dict[str, Any]]:
+    # The texts that once cost Piper gigabytes: one unpunctuated "sentence", and emoji whose
+    # names expand each character into words. --quick speaks a fifth of the first.
+    texts = {"unpunctuated": ("hello " * 834)[:5000], "emoji_zwj": "\U0001f468\u200d" * 2500}
+    if plan.quick:
+        texts = {"unpunctuated": ("hello " * 167)[:1000]}
+    growth = {}
+    details: dict[str, Any] = {}
+    for name, text in texts.items():
+        growth[name], _audio, details[name] = _peak_rss_growth(
+            svc.server.pid, functools.partial(svc.tts, text)
+        )
+        details[name]["characters"] = len(text)
+    worst = max(growth, key=lambda name: growth[name])
+    figures = [
+        Figure("tts_rss_growth_mib", "8. server peak RSS growth, worst valid TTS request",
+               growth[worst] / 1024, "MiB", "<=", 300.0),
+    ]  # fmt: skip
+    return figures, {"worst": worst, **details}
+
+
+def _peak_rss_growth(pid: int, action: Callable[[], T]) -> tuple[float, T, dict[str, Any]]:
+    """The server's peak RSS growth in KiB while `action` runs, with what it returned."""
     baseline = memory_kib(pid)["VmRSS"]
     peak_reset = reset_peak_rss(pid)
     sampled = [baseline]
@@ -346,20 +383,14 @@ def upload_memory(svc: Service) -> tuple[list[Figure], dict[str, Any]]:
     sampler = threading.Thread(target=sample)
     sampler.start()
     try:
-        with ThreadPoolExecutor(5) as executor:
-            statuses = list(executor.map(lambda _: svc.stt("junk.bin", junk).status_code, range(5)))
+        result = action()
     finally:
         stop.set()
         sampler.join()
     peak = max(max(sampled), memory_kib(pid)["VmHWM"] if peak_reset else 0)
-    growth_mib = (peak - baseline) / 1024
-    figures = [
-        Figure("upload_rss_growth_mib", "6. server peak RSS growth, 5 x 25 MiB uploads",
-               growth_mib, "MiB", "<=", 64.0),
-    ]  # fmt: skip
-    details = {"statuses": statuses, "baseline_kib": baseline, "peak_kib": peak,
-               "vmhwm_reset": peak_reset, "samples": len(sampled)}  # fmt: skip
-    return figures, details
+    details = {"baseline_kib": baseline, "peak_kib": peak, "vmhwm_reset": peak_reset,
+               "samples": len(sampled)}  # fmt: skip
+    return peak - baseline, result, details
 
 
 # --- 7. cloning -----------------------------------------------------------------------------
@@ -406,6 +437,7 @@ def run(plan: Plan, work: Path) -> dict[str, Any]:
             ("responsiveness", lambda: responsiveness(svc, plan, clip, settings.pool_size)),
             ("concurrency", lambda: concurrency(svc, plan)),
             ("upload_memory", lambda: upload_memory(svc)),
+            ("tts_memory", lambda: tts_memory(svc, plan)),
         ]
         for name, step in steps:
             print(f"measuring {name} ...", flush=True)

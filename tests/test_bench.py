@@ -41,6 +41,7 @@ FIGURES = {
     "tts_concurrent_rps",
     "cpu_parallelism",
     "upload_rss_growth_mib",
+    "tts_rss_growth_mib",
     "clone_average_gain",
     "clone_wer_delta",
     "clone_base_wer",
@@ -55,6 +56,7 @@ TARGETED = {
     "busy_p99_ratio",
     "tts_concurrency_speedup",
     "upload_rss_growth_mib",
+    "tts_rss_growth_mib",
     "clone_average_gain",
     "clone_wer_delta",
 }

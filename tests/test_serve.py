@@ -4,90 +4,23 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import av
 import httpx
 import pytest
 
+from tests.servers import CLI, Server, running_server
 from voice_service.ids import catalogue_voice_id
-
-CLI = [sys.executable, "-m", "voice_service"]
-
-
-@dataclass(frozen=True)
-class Server:
-    base_url: str
-    api_key: str
-    org_id: str
-    env: dict[str, str]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _read_json(stream: io.TextIOBase | None, deadline: float) -> dict[str, str]:
-    assert stream is not None
-    text = ""
-    while time.monotonic() < deadline:
-        line = stream.readline()
-        if not line:
-            break
-        text += line
-        try:
-            parsed: dict[str, str] = json.loads(text)
-            return parsed
-        except json.JSONDecodeError:
-            continue
-    raise AssertionError(f"serve printed no JSON: {text!r}")
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    data_dir = tmp_path_factory.mktemp("serve")
-    env = {
-        **os.environ,
-        "VOICE_SERVICE_DATA_DIR": str(data_dir),
-        # Always the embedded default here: this is the README's first run.
-        "VOICE_SERVICE_DATABASE_URL": f"sqlite+aiosqlite:///{data_dir / 'voice-service.db'}",
-    }
-    env.pop("VOICE_SERVICE_REDIS_URL", None)
-    env.pop("VOICE_SERVICE_KEY_PEPPER", None)
-    port = _free_port()
-    process = subprocess.Popen(  # noqa: S603
-        [*CLI, "serve", "--port", str(port), "--json"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        first = _read_json(process.stdout, time.monotonic() + 60)
-        root = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{root}/readyz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.3)
-        else:
-            raise AssertionError("the server never became ready")
-        yield Server(first["base_url"], first["api_key"], first["org_id"], env)
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+    with running_server(tmp_path_factory.mktemp("serve")) as started:
+        yield started
 
 
 def test_first_start_prints_a_working_key(server: Server) -> None:
@@ -135,7 +68,7 @@ def test_chunked_oversized_body_is_cut_off_with_413(server: Server) -> None:
 
 
 def test_health_endpoints_need_no_key(server: Server) -> None:
-    root = server.base_url.removesuffix("/api/v1")
+    root = server.root
     assert httpx.get(f"{root}/healthz").json() == {"status": "ok"}
     ready = httpx.get(f"{root}/readyz")
     assert ready.status_code == 200 and ready.json()["status"] == "ready"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import APIRouter, FastAPI
 
@@ -21,11 +22,16 @@ from voice_service.db import (
 from voice_service.engines.registry import Engines
 from voice_service.errors import install_error_handlers
 from voice_service.health import router as health_router
-from voice_service.middleware import BodySizeLimitMiddleware, RequestContextMiddleware
+from voice_service.middleware import (
+    HeadAsGetMiddleware,
+    RequestBodyMiddleware,
+    RequestContextMiddleware,
+)
 from voice_service.openapi import install_openapi
 from voice_service.pool import InferencePool
 from voice_service.ratelimit import RateLimiter
 from voice_service.requestlog.writer import RequestLogWriter
+from voice_service.server import STATE_KEY, ConnectionPolicy
 from voice_service.settings import Settings
 from voice_service.speech.routes import router as speech_router
 from voice_service.transcription.routes import router as transcription_router
@@ -58,7 +64,7 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
     log_writer = RequestLogWriter(sessions)
 
     @asynccontextmanager
-    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(_app: FastAPI) -> AsyncIterator[dict[str, Any]]:
         await migrate(db)
         loaded = engines if engines is not None else await context.pool.run(Engines.load, settings)
         async with transaction(sessions) as session:
@@ -67,8 +73,13 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
             context.voice_listing = VoiceListing(await list_catalogue(session))
         context.engines = loaded
         log_writer.start()
+        # The state reaches the server protocol too (voice_service.server): its timeouts
+        # and its malformed-request rows go through this writer.
+        policy = ConnectionPolicy(
+            settings.header_timeout_seconds, settings.max_connections, log_writer.write
+        )
         try:
-            yield
+            yield {STATE_KEY: policy}
         finally:
             await log_writer.stop()
             context.pool.shutdown()
@@ -81,6 +92,9 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
         openapi_url=f"{API_PREFIX}/openapi.json",
         docs_url=f"{API_PREFIX}/docs",
         redoc_url=None,
+        # A redirect to the slash-less path would echo the Host header back before the key
+        # is checked; a path with a trailing slash is simply not a route (404).
+        redirect_slashes=False,
         lifespan=lifespan,
     )
     app.state.context = context
@@ -92,12 +106,15 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
     api.include_router(cloning_router)
     app.include_router(api)
     app.include_router(health_router)
-    # Added last runs first: the request id and log wrap everything, the cap wraps routes.
+    # Added last runs first: the request id and log wrap everything, the body guard wraps
+    # routes.
     app.add_middleware(
-        BodySizeLimitMiddleware,
+        RequestBodyMiddleware,
         max_bytes=settings.max_upload_bytes + MULTIPART_OVERHEAD_BYTES,
         advertised_bytes=settings.max_upload_bytes,
+        idle_timeout=settings.body_timeout_seconds,
     )
+    app.add_middleware(HeadAsGetMiddleware)
     app.add_middleware(RequestContextMiddleware, write_log=log_writer.write)
     install_openapi(app)
     return app

@@ -99,6 +99,10 @@ def serve(
         host=host,
         port=port,
         workers=workers,
+        # Our protocol answers malformed HTTP with the envelope, times out slow headers and
+        # caps connections; it takes its settings and log writer from the lifespan.
+        http="voice_service.server:HttpProtocol",
+        lifespan="on",
         access_log=False,
         log_level="info",
     )

@@ -8,6 +8,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from voice_service.auth.keys import SecretHasher
 from voice_service.cloning.samples import SampleStore
+from voice_service.engines.deadline import InferenceBudget
 from voice_service.engines.registry import Engines
 from voice_service.pool import InferencePool
 from voice_service.ratelimit import RateLimiter
@@ -27,3 +28,10 @@ class AppContext:
     # Set by the lifespan once models are loaded and the catalogue synced.
     engines: Engines | None = None
     voice_listing: VoiceListing | None = None
+
+    @property
+    def inference_budget(self) -> InferenceBudget:
+        return InferenceBudget(
+            self.settings.inference_timeout_seconds,
+            self.settings.inference_timeout_per_audio_second,
+        )

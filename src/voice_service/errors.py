@@ -5,12 +5,13 @@ Services raise these; only `install_error_handlers` knows about statuses and the
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 ACCEPTED_FORMATS = "mp3, wav, m4a, webm, ogg"
@@ -64,6 +65,13 @@ class MethodNotAllowed(ApiError):
     default_message = "Method not allowed."
 
 
+class RequestTimeout(ApiError):
+    # The spec has no code for a request that arrives too slowly: it is an invalid request.
+    # 408 tells the client it may retry; the connection is closed, as RFC 9110 expects.
+    status, code = 408, "INVALID_REQUEST"
+    default_message = "The request was not received in time."
+
+
 class PayloadTooLarge(ApiError):
     status, code = 413, "PAYLOAD_TOO_LARGE"
     default_message = "The request body exceeds the 25 MB limit."
@@ -88,6 +96,13 @@ class ProviderError(ApiError):
     default_message = "The voice engine failed; the request is safe to retry."
 
 
+class ClientClosedRequest(ApiError):
+    # Never sent: the client is gone. It names the request-log row of a request abandoned
+    # before its answer; 499 and the name are nginx's, which operators already know.
+    status, code = 499, "CLIENT_CLOSED_REQUEST"
+    default_message = "The client closed the connection before the request was complete."
+
+
 STATUS_ERRORS: dict[int, type[ApiError]] = {
     cls.status: cls
     for cls in (InvalidRequest, NotFound, MethodNotAllowed, PayloadTooLarge, InternalError)
@@ -98,13 +113,24 @@ def envelope(code: str, message: str, request_id: str) -> dict[str, Any]:
     return {"error": {"code": code, "message": message, "request_id": request_id}}
 
 
-def error_response(request: Request, error: ApiError) -> JSONResponse:
+def envelope_bytes(error: ApiError, request_id: str) -> bytes:
+    """The one serialization of an error body, whoever writes it (handler, middleware or
+    server protocol): compact and UTF-8, as Starlette's JSONResponse writes success bodies."""
+    return json.dumps(
+        envelope(error.code, error.message, request_id),
+        ensure_ascii=False,
+        separators=(",", ":"),
+    ).encode()
+
+
+def error_response(request: Request, error: ApiError) -> Response:
     request_id: str = request.scope["state"]["request_id"]
     request.scope["state"]["error_code"] = error.code
-    return JSONResponse(
-        envelope(error.code, error.message, request_id),
+    return Response(
+        envelope_bytes(error, request_id),
         status_code=error.status,
         headers=error.headers,
+        media_type="application/json",
     )
 
 
@@ -118,15 +144,15 @@ def describe_errors(errors: Sequence[Any]) -> str:
 
 
 def install_error_handlers(app: FastAPI) -> None:
-    async def on_api_error(request: Request, exc: Exception) -> JSONResponse:
+    async def on_api_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, ApiError)
         return error_response(request, exc)
 
-    async def on_validation_error(request: Request, exc: Exception) -> JSONResponse:
+    async def on_validation_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
         return error_response(request, InvalidRequest(describe_errors(exc.errors())))
 
-    async def on_http_error(request: Request, exc: Exception) -> JSONResponse:
+    async def on_http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
         error_class = STATUS_ERRORS.get(exc.status_code, InvalidRequest)
         if exc.status_code == 404:

@@ -1,17 +1,27 @@
-"""Pure-ASGI middleware: request id and request log around everything, then the body cap."""
+"""Pure-ASGI middleware: request id and request log around everything, HEAD served as GET,
+then the guard on request bodies (size cap, idle timeout, malformed framing)."""
 
 from __future__ import annotations
 
-import json
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.datastructures import MutableHeaders
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from voice_service.errors import ApiError, InternalError, PayloadTooLarge, envelope
+from voice_service.errors import (
+    ApiError,
+    ClientClosedRequest,
+    InternalError,
+    InvalidRequest,
+    PayloadTooLarge,
+    RequestTimeout,
+    envelope_bytes,
+)
 from voice_service.ids import new_id
 from voice_service.requestlog.repository import LogEntry
 
@@ -19,6 +29,28 @@ logger = logging.getLogger(__name__)
 
 LogWriter = Callable[[LogEntry], Awaitable[None]]
 MAX_LOGGED_PATH = 2048  # the column's width: a longer path must not cost the row
+# Set in a request's scope state by the server protocol (voice_service.server) when the
+# bytes after the headers are not valid HTTP framing (a bad chunk size): the request is
+# the app's, so the app answers it, with its own id and log row.
+MALFORMED_BODY = "malformed_body"
+
+
+async def record_request(write_log: LogWriter, entry: LogEntry) -> None:
+    """Log the request's one line and commit its row; a failed commit costs only the row."""
+    logger.info(
+        "%s %s %s %d %s %dms",
+        entry.request_id,
+        entry.method,
+        entry.path,
+        entry.status,
+        entry.error_code or "-",
+        entry.duration_ms,
+    )
+    try:
+        await write_log(entry)
+    except Exception:
+        # The caller still gets its answer; the operator gets the failure in the logs.
+        logger.exception("could not write request log row %s", entry.request_id)
 
 
 class RequestContextMiddleware:
@@ -55,6 +87,12 @@ class RequestContextMiddleware:
 
         try:
             await self.app(scope, receive, send_with_context)
+        except ClientDisconnect:
+            # The client hung up while sending its body: its doing, not a failure here, so
+            # no traceback; the row says so, and nothing was billed (no work was done).
+            if not response_started:
+                state["error_code"] = ClientClosedRequest.code
+                await self._log(scope, state, ClientClosedRequest.status, started)
         except Exception:
             logger.exception("unhandled error in request %s", request_id)
             if response_started:
@@ -74,29 +112,43 @@ class RequestContextMiddleware:
             error_code=state.get("error_code"),
             duration_ms=round((time.perf_counter() - started) * 1000),
         )
-        logger.info(
-            "%s %s %s %d %s %dms",
-            entry.request_id,
-            entry.method,
-            entry.path,
-            entry.status,
-            entry.error_code or "-",
-            entry.duration_ms,
-        )
-        try:
-            await self.write_log(entry)
-        except Exception:
-            # The caller still gets its answer; the operator gets the failure in the logs.
-            logger.exception("could not write request log row %s", entry.request_id)
+        await record_request(self.write_log, entry)
 
 
-class BodySizeLimitMiddleware:
-    """Refuses bodies over the cap while they stream in, before anything buffers them."""
+class HeadAsGetMiddleware:
+    """Answers HEAD wherever GET is answered, with GET's status and headers and no body
+    (RFC 9110 9.3.2), without adding HEAD operations to the OpenAPI document."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int, advertised_bytes: int) -> None:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "HEAD":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_headers_only(message: Message) -> None:
+            if message["type"] == "http.response.body":
+                message = {**message, "body": b""}
+            await send(message)
+
+        # A copy: the server reads the method from its own scope to know not to send a
+        # body, and the request log keeps the method the client used.
+        await self.app({**scope, "method": "GET"}, receive, send_headers_only)
+
+
+class RequestBodyMiddleware:
+    """Guards the request body as it streams in, before anything buffers it: refuses it
+    over the cap, gives up on it when the client stops sending (which also frees the
+    parser's temporary files), and refuses framing the server found malformed."""
+
+    def __init__(
+        self, app: ASGIApp, max_bytes: int, advertised_bytes: int, idle_timeout: float
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.advertised_bytes = advertised_bytes  # the file limit users are told about
+        self.idle_timeout = idle_timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -105,22 +157,36 @@ class BodySizeLimitMiddleware:
         declared = _content_length(scope)
         if declared is not None and declared > self.max_bytes:
             scope["state"]["error_code"] = PayloadTooLarge.code
-            await send_json_error(send, self._error(), scope["state"]["request_id"])
+            await send_json_error(send, self._too_large(), scope["state"]["request_id"])
             return
         received = 0
+        body_done = False
 
-        async def capped_receive() -> Message:
-            nonlocal received
-            message = await receive()
+        async def guarded_receive() -> Message:
+            nonlocal received, body_done
+            if body_done:  # later receives wait for a disconnect, which may take forever
+                return await receive()
+            try:
+                async with asyncio.timeout(self.idle_timeout):
+                    message = await receive()
+            except TimeoutError:
+                raise RequestTimeout(
+                    f"No request body data arrived for {self.idle_timeout:g} s.",
+                    headers={"Connection": "close"},  # the rest of the body is not awaited
+                ) from None
+            malformed = scope["state"].get(MALFORMED_BODY)
+            if malformed is not None:
+                raise InvalidRequest(malformed, headers={"Connection": "close"})
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.max_bytes:
-                    raise self._error()
+                    raise self._too_large()
+                body_done = not message.get("more_body", False)
             return message
 
-        await self.app(scope, capped_receive, send)
+        await self.app(scope, guarded_receive, send)
 
-    def _error(self) -> PayloadTooLarge:
+    def _too_large(self) -> PayloadTooLarge:
         megabytes = self.advertised_bytes / (1024 * 1024)
         return PayloadTooLarge(f"The request body exceeds the {megabytes:g} MB limit.")
 
@@ -136,7 +202,7 @@ def _content_length(scope: Scope) -> int | None:
 
 
 async def send_json_error(send: Send, error: ApiError, request_id: str) -> None:
-    body = json.dumps(envelope(error.code, error.message, request_id)).encode()
+    body = envelope_bytes(error, request_id)
     headers = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import ParamSpec, TypeVar
 
+from voice_service.engines.deadline import InferenceTimeout
 from voice_service.errors import ProviderError
+
+logger = logging.getLogger(__name__)
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -34,6 +38,7 @@ class InferencePool:
         )
         self._slots = asyncio.Semaphore(size)
         self._queue_timeout = queue_timeout
+        self.in_use = 0  # jobs holding a slot: running, or just finished in their thread
 
     async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         try:
@@ -42,11 +47,22 @@ class InferencePool:
             raise ProviderError(
                 "Every inference worker stayed busy; the request is safe to retry."
             ) from None
+        self.in_use += 1
         loop = asyncio.get_running_loop()
         job = self._executor.submit(fn, *args, **kwargs)
         # The slot frees when the thread is done, not when a disconnected caller gives up.
-        job.add_done_callback(lambda _: loop.call_soon_threadsafe(self._slots.release))
-        return await asyncio.wrap_future(job)
+        job.add_done_callback(lambda _: loop.call_soon_threadsafe(self._release))
+        try:
+            return await asyncio.wrap_future(job)
+        except InferenceTimeout as exc:
+            logger.warning("%s %s", getattr(fn, "__name__", "inference"), exc)
+            raise ProviderError(
+                "The voice engine took too long and was stopped; the request is safe to retry."
+            ) from None
+
+    def _release(self) -> None:
+        self.in_use -= 1
+        self._slots.release()
 
     def shutdown(self) -> None:
         self._executor.shutdown(wait=True, cancel_futures=True)

@@ -41,6 +41,17 @@ class Settings(BaseSettings):
     queue_timeout_seconds: float = Field(
         120.0, gt=0, description="How long a request waits for a free inference worker."
     )
+    inference_timeout_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="Every inference may run this long, plus the next setting's share.",
+    )
+    inference_timeout_per_audio_second: float = Field(
+        2.0,
+        ge=0,
+        description="Seconds an inference may add for each second of audio it transcribes "
+        "or speaks; past its deadline it stops with 502 and frees its worker.",
+    )
     piper_voices_dir: Path | None = Field(
         None, description="Extra Piper voices (*.onnx + *.onnx.json) to add to the catalogue."
     )
@@ -56,6 +67,21 @@ class Settings(BaseSettings):
         25 * 1024 * 1024, ge=1, description="Largest audio file accepted (25 MiB)."
     )
     mp3_bitrate: int = Field(64_000, ge=64_000, description="MP3 bitrate of synthesized speech.")
+    header_timeout_seconds: float = Field(
+        10.0,
+        gt=0,
+        description="A request's headers must be complete this long after its first byte "
+        "(after the connection opened, for a new connection); then 408 and close.",
+    )
+    body_timeout_seconds: float = Field(
+        30.0, gt=0, description="Longest wait for the next chunk of a request body; then 408."
+    )
+    max_connections: int = Field(
+        1000,
+        ge=1,
+        description="Open connections per node (split evenly among --workers processes); "
+        "connections beyond it are closed at once.",
+    )
 
     @property
     def resolved_database_url(self) -> str:

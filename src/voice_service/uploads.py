@@ -18,7 +18,7 @@ from pathlib import Path
 from fastapi import Request
 from starlette.datastructures import UploadFile
 
-from voice_service.audio.decode import AudioTooLong, UndecodableAudio
+from voice_service.audio.decode import AudioTooLong, NonFiniteAudio, UndecodableAudio
 from voice_service.audio.formats import UnsupportedAudio
 from voice_service.errors import (
     InvalidRequest,
@@ -42,7 +42,7 @@ class Upload:
 @contextmanager
 def audio_errors_as_api_errors(what: str) -> Iterator[None]:
     """Answer what the audio pipeline refuses with the spec's statuses: 415 for anything
-    that is not accepted audio, 400 for audio longer than the service takes."""
+    that is not accepted audio, 400 for audio that is too long or holds non-numbers."""
     try:
         yield
     except UnsupportedAudio as exc:
@@ -53,6 +53,8 @@ def audio_errors_as_api_errors(what: str) -> Iterator[None]:
         raise InvalidRequest(
             f"file: the {what} is longer than the {exc.max_seconds:g} s this service accepts."
         ) from None
+    except NonFiniteAudio as exc:
+        raise InvalidRequest(f"file: {exc}.") from None
 
 
 @asynccontextmanager

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -135,17 +136,75 @@ async def test_internal_failure_is_500_envelope_and_logged(
     async with running(create_app(settings, engines)) as client:
         broken = Tenants(settings)
         tenant = await broken.create()
-        await broken.run(lambda s: s.execute(text("DROP TABLE usage_records")))
-        response = await client.post(
-            "/text-to-speech",
-            headers=tenant.headers,
-            json={"text": "Hi.", "voice_id": catalogue_voice_id("espeak:de")},
-        )
+        response = await _fail_internally(client, broken, tenant)
         error = assert_error(response, 500, "INTERNAL_ERROR")
         assert "Traceback" not in response.text
         row = await broken.run(lambda s: s.get(RequestLogEntry, error["request_id"]))
         assert row is not None
         assert (row.status, row.error_code) == (500, "INTERNAL_ERROR")
+
+
+async def _fail_internally(
+    client: httpx.AsyncClient, tenants: Tenants, tenant: Tenant
+) -> httpx.Response:
+    await tenants.run(lambda s: s.execute(text("DROP TABLE usage_records")))
+    return await client.post(
+        "/text-to-speech",
+        headers=tenant.headers,
+        json={"text": "Hi.", "voice_id": catalogue_voice_id("espeak:de")},
+    )
+
+
+async def test_every_error_body_is_serialized_the_same_way(
+    tmp_path: Path, engines: Engines
+) -> None:
+    # A 400 from the handlers, a 413 and a 500 from the middleware: one serializer, so
+    # byte for byte the same conventions (compact separators, UTF-8).
+    settings = make_settings(tmp_path, f"sqlite+aiosqlite:///{tmp_path / 'broken.db'}")
+    async with running(create_app(settings, engines)) as client:
+        tenants = Tenants(settings)
+        tenant = await tenants.create()
+        invalid = await client.post("/text-to-speech", headers=tenant.headers, json={})
+        too_large = await client.post(
+            "/text-to-speech",
+            headers={**tenant.headers, "Content-Length": str(26 * 1024 * 1024)},
+            content=b"{}",
+        )
+        failed = await _fail_internally(client, tenants, tenant)
+    for response, status in ((invalid, 400), (too_large, 413), (failed, 500)):
+        assert response.status_code == status
+        assert (
+            response.content
+            == json.dumps(response.json(), separators=(",", ":"), ensure_ascii=False).encode()
+        )
+
+
+async def test_trailing_slash_is_not_found_not_a_redirect(client: httpx.AsyncClient) -> None:
+    # A redirect would echo the Host header back, before the key is even checked.
+    response = await client.get(
+        "http://evil.example.com/api/v1/voices/", headers={"Host": "evil.example.com"}
+    )
+    assert_error(response, 404, "NOT_FOUND")
+    assert "location" not in response.headers
+
+
+async def test_head_is_answered_like_get_without_a_body(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    get = await client.get("/voices", headers=tenant.headers)
+    head = await client.head("/voices", headers=tenant.headers)
+    assert head.status_code == get.status_code == 200
+    assert head.content == b""
+    assert head.headers["content-type"] == get.headers["content-type"]
+    assert head.headers["content-length"] == get.headers["content-length"]
+    assert REQUEST_ID.match(head.headers["x-request-id"])
+
+
+async def test_head_is_logged_as_head(client: httpx.AsyncClient, tenants: Tenants) -> None:
+    response = await client.head("http://testserver/healthz")
+    row = await tenants.run(lambda s: s.get(RequestLogEntry, response.headers["x-request-id"]))
+    assert row is not None
+    assert (row.method, row.path, row.status) == ("HEAD", "/healthz", 200)
 
 
 async def test_sqlite_runs_in_wal_mode_with_full_sync(tmp_path: Path) -> None:

@@ -82,7 +82,7 @@ def limiter_storage(request: pytest.FixtureRequest) -> str | None:
 
 
 async def test_window_moves_rather_than_resetting(limiter_storage: str | None) -> None:
-    limiter = RateLimiter(limiter_storage, window_seconds=4)
+    limiter = RateLimiter(limiter_storage, window_seconds=8)
     key = f"key_{secrets.token_hex(6)}"
     start = time.monotonic()
 
@@ -90,26 +90,30 @@ async def test_window_moves_rather_than_resetting(limiter_storage: str | None) -
         await asyncio.sleep(max(0.0, start + offset - time.monotonic()))
 
     await limiter.hit(key, 2)
-    await at(2.0)
+    await at(4.0)
     await limiter.hit(key, 2)
-    await at(2.5)
-    # Each step has 1.5 s of slack, so a slow machine cannot change the outcome.
-    with pytest.raises(RateLimited):  # both hits are within the last 4 s
+    # Each check below stays right for 3.5 s past its moment, so a stalled loop on a loaded
+    # machine cannot change the outcome.
+    await at(4.5)
+    with pytest.raises(RateLimited):  # both hits are within the last 8 s
         await limiter.hit(key, 2)
-    await at(4.5)  # the first hit has left the window, the second has not
+    await at(8.5)  # the first hit has left the window, the second has not
     await limiter.hit(key, 2)
     with pytest.raises(RateLimited):
         await limiter.hit(key, 2)
 
 
 async def test_refused_requests_do_not_count(limiter_storage: str | None) -> None:
-    limiter = RateLimiter(limiter_storage, window_seconds=1)
+    limiter = RateLimiter(limiter_storage, window_seconds=6)
     key = f"key_{secrets.token_hex(6)}"
+    start = time.monotonic()
     await limiter.hit(key, 1)
+    await asyncio.sleep(3.0)
     for _ in range(5):
         with pytest.raises(RateLimited):
             await limiter.hit(key, 1)
-    await asyncio.sleep(1.1)
+    # The first hit has left the window; the refusals, 3 s younger, would still be in it.
+    await asyncio.sleep(max(0.0, start + 6.5 - time.monotonic()))
     await limiter.hit(key, 1)
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from fastapi import FastAPI
 
 from tests import speech_clips as clips
 from tests.api.test_errors import assert_error
@@ -338,16 +339,19 @@ async def test_requests_are_logged_with_their_outcome(
 
 
 async def test_voices_answer_while_every_worker_transcribes(
-    client: httpx.AsyncClient, tenant: Tenant, tmp_path: Path
+    app: FastAPI, client: httpx.AsyncClient, tenant: Tenant, tmp_path: Path
 ) -> None:
     long_text = " ".join(clips.ENGLISH_TEXTS)
     data = clips.write_audio(
         tmp_path / "l.wav", clips.english_speech(long_text), "wav-s16"
     ).read_bytes()
+    pool = app.state.context.pool
     jobs = [asyncio.create_task(transcribe(client, tenant, data)) for _ in range(3)]
-    await asyncio.sleep(0.5)  # let the uploads reach the two workers
+    async with asyncio.timeout(120):
+        while pool.in_use < 2:  # noqa: ASYNC110 (polls server state; the pool has no event)
+            await asyncio.sleep(0.01)
     voices = await client.get("/voices", headers=tenant.headers)
     assert voices.status_code == 200
-    # The listing was answered while the pool was still busy with the transcriptions.
-    assert not all(job.done() for job in jobs)
+    # Server-side evidence that the listing was answered while both workers were busy.
+    assert pool.in_use == 2
     assert [r.status_code for r in await asyncio.gather(*jobs)] == [200, 200, 200]

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import os
+import struct
 from fractions import Fraction
 from pathlib import Path
 
 import av
 import numpy as np
 import pytest
-from tests import speech_clips as sc
 
+from tests import speech_clips as sc
+from tests.audio import wav
 from voice_service.audio.formats import (
     AudioFormat,
     UnsupportedAudio,
@@ -160,6 +162,50 @@ def test_rejects_other_codecs_and_containers(
     tmp_path: Path, demuxer: str, codec: str, fmt: str
 ) -> None:
     _reject(_write(tmp_path / "other", demuxer, codec, fmt))
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        wav.zero_bit_wav(),
+        wav.wav_bytes(bytes(3200), rate=16000, channels=0),
+        wav.wav_bytes(bytes(3200), rate=0),
+        wav.wav_bytes(bytes(3200), rate=16000, format_tag=0xFFFF),
+    ],
+    ids=["0-bits", "0-channels", "0-hz", "unknown-format-tag"],
+)
+def test_rejects_impossible_wav_headers(tmp_path: Path, content: bytes) -> None:
+    # The 0-bit header once left PyAV's codec context None and the probe raised
+    # AttributeError, a 500.
+    path = tmp_path / "odd.wav"
+    path.write_bytes(content)
+    _reject(path)
+
+
+def test_rejects_m4a_whose_index_asks_for_absurd_memory(
+    clips: dict[str, Path], tmp_path: Path
+) -> None:
+    # 2^31 time-to-sample entries: FFmpeg refuses the allocation with ENOMEM, which PyAV
+    # raises as a MemoryError; it is the file's fault, not the server's (found by fuzzing).
+    data = bytearray(clips["m4a"].read_bytes())
+    stts = data.index(b"stts")
+    data[stts + 8 : stts + 12] = struct.pack(">I", 0x7FFFFFFF)
+    path = tmp_path / "absurd.m4a"
+    path.write_bytes(bytes(data))
+    assert isinstance(_reject(path).__cause__, MemoryError)
+
+
+def test_unexpected_pyav_failure_is_a_refusal_and_logged(
+    clips: dict[str, Path], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Whatever PyAV throws on a hostile file (here an error it has no reason to raise)
+    # is the file's fault, so a refusal, with the exception kept in the log.
+    def broken_open(*args: object, **kwargs: object) -> None:
+        raise ValueError("surprise")
+
+    monkeypatch.setattr(av, "open", broken_open)
+    assert "does not decode" in _reject(clips["wav-s16"]).reason
+    assert any(r.levelname == "WARNING" and r.exc_info for r in caplog.records)
 
 
 def test_rejects_container_without_audio(tmp_path: Path) -> None:

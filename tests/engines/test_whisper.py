@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -63,10 +62,8 @@ def test_base_model_is_joined_once_and_verified(engine: WhisperEngine, data_dir:
         "vocabulary.txt",
     }  # no temporary files left behind
     mtime = model.stat().st_mtime_ns
-    start = time.perf_counter()
     assert prepare_base_model(data_dir) == folder
-    assert time.perf_counter() - start < 0.1
-    assert model.stat().st_mtime_ns == mtime
+    assert model.stat().st_mtime_ns == mtime  # reused, not joined again
 
 
 def test_damaged_copy_is_joined_again(tmp_path: Path) -> None:

@@ -8,7 +8,11 @@ as the count passes `max_seconds`, so neither memory nor CPU time grows past tha
 
 from __future__ import annotations
 
+import logging
+import math
+from collections.abc import Iterator
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 
 import av
@@ -16,9 +20,17 @@ import av.error
 import numpy as np
 import numpy.typing as npt
 
-from voice_service.audio.formats import AudioFormat, demuxer_name
+from voice_service.audio.formats import AudioFormat, demuxer_name, plausible_layout
 
-__all__ = ["AudioTooLong", "DecodedAudio", "UndecodableAudio", "decode_audio"]
+__all__ = [
+    "AudioTooLong",
+    "DecodedAudio",
+    "NonFiniteAudio",
+    "UndecodableAudio",
+    "decode_audio",
+]
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_RATE = 16_000
 
@@ -31,6 +43,13 @@ class UndecodableAudio(Exception):
     """No audio could be decoded from the file."""
 
 
+class NonFiniteAudio(Exception):
+    """The decoded audio holds NaN or infinite samples."""
+
+    def __init__(self) -> None:
+        super().__init__("the audio holds samples that are not numbers (NaN or infinity)")
+
+
 class AudioTooLong(Exception):
     """The decoded audio is longer than the allowed maximum."""
 
@@ -39,11 +58,16 @@ class AudioTooLong(Exception):
         self.max_seconds = max_seconds
 
 
+# What decode_audio refuses on purpose; anything else escaping PyAV is a surprise.
+_REFUSALS = (AudioTooLong, NonFiniteAudio, UndecodableAudio)
+
+
 @dataclass(frozen=True, slots=True)
 class DecodedAudio:
-    samples: npt.NDArray[np.float32]  # mono, at `sample_rate`
+    samples: npt.NDArray[np.float32]  # mono, at `sample_rate`, within [-1, 1]
     sample_rate: int
-    duration_seconds: float  # from the decoded samples at the source rate
+    # Exact: decoded samples over their rate, so whole seconds bill as whole seconds.
+    duration_seconds: Fraction
 
 
 def decode_audio(
@@ -52,13 +76,33 @@ def decode_audio(
     max_seconds: float,
     rate: int = DEFAULT_RATE,
     fmt: AudioFormat | None = None,
+    truncate: bool = False,
 ) -> DecodedAudio:
     """Decode the first audio stream of `path` to mono float32 at `rate`.
 
     `fmt` (from `identify_audio`) forces that container's demuxer so FFmpeg cannot re-guess.
-    Raises `AudioTooLong` once more than `max_seconds` has decoded, and `UndecodableAudio`
-    when nothing decodes. A truncated file returns the audio decoded before the damage.
+    Raises `AudioTooLong` once more than `max_seconds` has decoded (with `truncate`, returns
+    the first `max_seconds` instead), `NonFiniteAudio` as soon
+    as a sample is NaN or infinite, and `UndecodableAudio` when nothing decodes. A truncated
+    file returns the audio decoded before the damage.
     """
+    try:
+        return _decode_file(path, max_seconds, rate, fmt, truncate)
+    except _REFUSALS:
+        raise
+    except Exception as exc:
+        if isinstance(exc, MemoryError) and not isinstance(exc, av.error.FFmpegError):
+            raise  # this process is out of memory: the server's fault, not the file's
+        # The last line at the untrusted-input boundary: PyAV wraps C libraries fed hostile
+        # bytes, and whatever escapes them (a None where a codec was expected, a ValueError
+        # from an absurd header) means this file is not audio we can use, never a 500.
+        logger.warning("unexpected failure decoding %s: %r", path.name, exc, exc_info=exc)
+        raise UndecodableAudio("the file could not be decoded") from exc
+
+
+def _decode_file(
+    path: Path, max_seconds: float, rate: int, fmt: AudioFormat | None, truncate: bool
+) -> DecodedAudio:
     try:
         container = av.open(
             str(path),
@@ -68,9 +112,19 @@ def decode_audio(
     except av.error.FFmpegError as exc:
         raise UndecodableAudio("the file could not be opened as audio") from exc
     with container:
-        if not container.streams.audio:
-            raise UndecodableAudio("the file has no audio stream")
-        return _decode_stream(container, container.streams.audio[0], max_seconds, rate)
+        stream = _audio_stream(container)
+        return _decode_stream(container, stream, max_seconds, rate, truncate)
+
+
+def _audio_stream(container: av.container.InputContainer) -> av.AudioStream:
+    if not container.streams.audio:
+        raise UndecodableAudio("the file has no audio stream")
+    stream = container.streams.audio[0]
+    # PyAV leaves the codec context None (its stubs say otherwise) when FFmpeg has no
+    # decoder for what the header declares, such as a WAV of 0 bits per sample.
+    if stream.codec_context is None:
+        raise UndecodableAudio("the file's audio codec has no decoder")
+    return stream
 
 
 def _decode_stream(
@@ -78,53 +132,129 @@ def _decode_stream(
     stream: av.AudioStream,
     max_seconds: float,
     rate: int,
+    truncate: bool,
+) -> DecodedAudio:
+    try:
+        return _decode_bounded(container, stream, max_seconds, rate)
+    except _BoundReached as reached:
+        if not truncate:
+            raise AudioTooLong(max_seconds) from None
+        # What came before the bound, its length counted at the output rate.
+        samples = reached.joined()
+        return DecodedAudio(samples, rate, Fraction(samples.size, rate))
+
+
+def _decode_bounded(
+    container: av.container.InputContainer,
+    stream: av.AudioStream,
+    max_seconds: float,
+    rate: int,
 ) -> DecodedAudio:
     resampler = _MonoResampler(rate)
+    duration = _Duration(max_seconds)
     chunks: list[npt.NDArray[np.float32]] = []
-    source_seconds = 0.0
     # Output is capped as well as input, so the bound holds whatever the resampler buffers.
     max_output = int(max_seconds * rate) + rate
     output_samples = 0
+    for frame in _frames(container, stream):
+        # A damaged stream can switch mid-way to a layout no recording has (an AAC frame of
+        # 37 channels, found by fuzzing) that the resampler cannot mix: damage, skipped.
+        if frame.samples == 0 or not plausible_layout(frame.layout.nb_channels, frame.sample_rate):
+            continue
+        try:
+            duration.add(frame.samples, frame.sample_rate)
+        except AudioTooLong:
+            raise _BoundReached(chunks) from None
+        for out in resampler.push(frame):
+            output_samples += len(out)
+            if output_samples > max_output:
+                raise _BoundReached(chunks)
+            chunks.append(out)
+    if duration.seconds == 0:
+        raise UndecodableAudio("no audio could be decoded from the file")
+    chunks.extend(resampler.flush())
+    return DecodedAudio(_concatenate(chunks), rate, duration.seconds)
+
+
+class _BoundReached(Exception):
+    """More than the bound decoded; `chunks` hold what came before it."""
+
+    def __init__(self, chunks: list[npt.NDArray[np.float32]]) -> None:
+        super().__init__("the decode reached its bound")
+        self.chunks = chunks
+
+    def joined(self) -> npt.NDArray[np.float32]:
+        return _concatenate(self.chunks)
+
+
+def _concatenate(chunks: list[npt.NDArray[np.float32]]) -> npt.NDArray[np.float32]:
+    return np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.float32)
+
+
+def _frames(
+    container: av.container.InputContainer, stream: av.AudioStream
+) -> Iterator[av.AudioFrame]:
+    """The stream's decoded frames, skipping damaged packets; a damaged container ends it."""
     failures = 0
     packets = container.demux(stream)
     while True:
         try:
             packet = next(packets)
         except StopIteration:
-            break
+            return
         except av.error.FFmpegError:
-            break  # truncated or damaged container: keep what decoded so far
+            return  # truncated or damaged container: keep what decoded so far
         try:
             frames = packet.decode()
         except av.error.FFmpegError:
             failures += 1
             if failures > _MAX_CONSECUTIVE_ERRORS:
-                break
+                return
             continue
         failures = 0
-        for frame in frames:
-            if frame.samples == 0 or frame.sample_rate <= 0:
-                continue
-            source_seconds += frame.samples / frame.sample_rate
-            if source_seconds > max_seconds:
-                raise AudioTooLong(max_seconds)
-            for out in resampler.push(frame):
-                output_samples += len(out)
-                if output_samples > max_output:
-                    raise AudioTooLong(max_seconds)
-                chunks.append(out)
-    if source_seconds == 0.0:
-        raise UndecodableAudio("no audio could be decoded from the file")
-    chunks.extend(resampler.flush())
-    samples = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.float32)
-    return DecodedAudio(samples=samples, sample_rate=rate, duration_seconds=source_seconds)
+        yield from frames
+
+
+class _Duration:
+    """Exact decoded length, bounded: a whole sample count per run of one rate, runs summed
+    as fractions, so no rate (11,025 Hz included) leaves a rounding error to bill.
+
+    The bound is checked in integers per frame (a Fraction per frame cost ~10% of an Opus
+    decode): the samples the current run may still hold are worked out once per rate.
+    """
+
+    def __init__(self, max_seconds: float) -> None:
+        self._max_seconds = max_seconds
+        self._limit = Fraction(max_seconds)
+        self._earlier = Fraction(0)
+        self._rate = 0
+        self._samples = 0
+        self._allowed = 0
+
+    def add(self, samples: int, rate: int) -> None:
+        """Count `samples` at `rate`; raises `AudioTooLong` once past the bound."""
+        if rate != self._rate:
+            self._earlier = self.seconds
+            self._rate, self._samples = rate, 0
+            self._allowed = math.floor((self._limit - self._earlier) * rate)
+        self._samples += samples
+        if self._samples > self._allowed:
+            raise AudioTooLong(self._max_seconds)
+
+    @property
+    def seconds(self) -> Fraction:
+        if self._rate == 0:
+            return self._earlier
+        return self._earlier + Fraction(self._samples, self._rate)
 
 
 class _MonoResampler:
-    """av.AudioResampler to mono float32, rebuilt when the input format changes.
+    """av.AudioResampler to mono at `rate`, rebuilt when the input format changes.
 
     PyAV refuses a frame whose format, layout or rate differs from the first one it saw, and
-    real files do change mid-stream (concatenated MP3s, chained Ogg streams).
+    real files do change mid-stream (concatenated MP3s, chained Ogg streams). It resamples to
+    float64 because a float64 sample beyond float32's range would come out as infinity, and
+    a huge sample (clipped) must stay distinguishable from a non-number (refused).
     """
 
     def __init__(self, rate: int) -> None:
@@ -137,16 +267,31 @@ class _MonoResampler:
         out: list[npt.NDArray[np.float32]] = []
         if self._resampler is None or key != self._input:
             out = self.flush()
-            self._resampler = av.AudioResampler(format="flt", layout="mono", rate=self._rate)
+            self._resampler = av.AudioResampler(format="dbl", layout="mono", rate=self._rate)
             self._input = key
-        return out + _arrays(self._resampler.resample(frame))
+        return out + _samples(self._resampler.resample(frame))
 
     def flush(self) -> list[npt.NDArray[np.float32]]:
         if self._resampler is None:
             return []
-        return _arrays(self._resampler.resample(None))
+        return _samples(self._resampler.resample(None))
 
 
-def _arrays(frames: list[av.AudioFrame]) -> list[npt.NDArray[np.float32]]:
-    # Packed mono float frames come out as shape (1, n).
-    return [np.asarray(f.to_ndarray(), dtype=np.float32).reshape(-1) for f in frames]
+def _samples(frames: list[av.AudioFrame]) -> list[npt.NDArray[np.float32]]:
+    """Resampled mono frames as float32 within [-1, 1]; raises `NonFiniteAudio`.
+
+    Checked here rather than on the decoded frames: PyAV's `AudioFrame.planes` reads past
+    the plane pointers of 8-channel planar audio and crashes the process (found by fuzzing).
+    Any NaN or infinity in the input reaches this mono mix, except in a channel the downmix
+    drops, which never reaches the model either.
+    """
+    arrays: list[npt.NDArray[np.float32]] = []
+    for frame in frames:
+        samples = frame.to_ndarray().reshape(-1)  # packed mono comes out as shape (1, n)
+        # NaN or infinity sends Whisper into a minute-long loop of "!!!!"; no recording
+        # holds one, so the file is refused rather than silently patched.
+        if not np.isfinite(samples).all():
+            raise NonFiniteAudio()
+        # Huge finite samples (a float WAV of 1e30s) must not blow up the model's features.
+        arrays.append(np.clip(samples, -1.0, 1.0).astype(np.float32))
+    return arrays

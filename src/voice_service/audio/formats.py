@@ -9,6 +9,7 @@ declared content type are never consulted: clients mislabel files, and a name pr
 from __future__ import annotations
 
 import enum
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,8 +22,11 @@ __all__ = [
     "UnsupportedAudio",
     "demuxer_name",
     "identify_audio",
+    "plausible_layout",
     "sniff_container",
 ]
+
+logger = logging.getLogger(__name__)
 
 
 class AudioFormat(enum.Enum):
@@ -218,23 +222,52 @@ def _ebml_doctype(head: bytes) -> bytes | None:
 
 def _probe(path: Path, fmt: AudioFormat) -> None:
     """Demux with the container's own demuxer and decode until audio comes out."""
-    spec = _CONTAINERS[fmt]
     try:
-        with av.open(str(path), format=spec.demuxer, metadata_errors="ignore") as container:
-            if not container.streams.audio:
-                raise UnsupportedAudio(f"the {fmt.value} file has no audio stream")
-            stream = container.streams.audio[0]
-            codec = stream.codec_context.codec.canonical_name
-            if codec not in spec.codecs:
-                raise UnsupportedAudio(f"codec {codec} is not supported in {fmt.value}")
-            channels = stream.codec_context.channels
-            rate = stream.codec_context.sample_rate
-            if not 1 <= channels <= _MAX_CHANNELS or not _MIN_RATE <= rate <= _MAX_RATE:
-                raise UnsupportedAudio(f"unsupported audio layout ({channels} ch, {rate} Hz)")
-            if not _decodes_audio(container, stream):
-                raise UnsupportedAudio(f"the {fmt.value} file does not decode")
+        _probe_container(path, fmt)
+    except UnsupportedAudio:
+        raise
     except av.error.FFmpegError as exc:
+        # ENOMEM included: it is FFmpeg refusing an absurd size that a header asked for.
         raise UnsupportedAudio(f"the {fmt.value} file does not decode") from exc
+    except MemoryError:
+        raise  # this process is out of memory: the server's fault, not the file's
+    except Exception as exc:
+        # The last line at the untrusted-input boundary: PyAV wraps C libraries fed hostile
+        # bytes, and whatever escapes them means this file is not audio we take, never a 500.
+        logger.warning("unexpected failure probing %s: %r", path.name, exc, exc_info=exc)
+        raise UnsupportedAudio(f"the {fmt.value} file does not decode") from exc
+
+
+def _probe_container(path: Path, fmt: AudioFormat) -> None:
+    with av.open(str(path), format=demuxer_name(fmt), metadata_errors="ignore") as container:
+        if not container.streams.audio:
+            raise UnsupportedAudio(f"the {fmt.value} file has no audio stream")
+        stream = container.streams.audio[0]
+        _check_stream(stream, fmt)
+        if not _decodes_audio(container, stream):
+            raise UnsupportedAudio(f"the {fmt.value} file does not decode")
+
+
+def _check_stream(stream: av.AudioStream, fmt: AudioFormat) -> None:
+    """The stream's codec belongs in the container, with a layout a recording could have."""
+    context = stream.codec_context
+    # PyAV leaves the codec context None (its stubs say otherwise) when FFmpeg has no
+    # decoder for what the header declares, such as a WAV of 0 bits per sample.
+    if context is None:
+        raise UnsupportedAudio(f"the {fmt.value} file's audio codec is not recognised")
+    codec = context.codec.canonical_name
+    if codec not in _CONTAINERS[fmt].codecs:
+        raise UnsupportedAudio(f"codec {codec} is not supported in {fmt.value}")
+    channels = context.channels
+    rate = context.sample_rate
+    if not plausible_layout(channels, rate):
+        raise UnsupportedAudio(f"unsupported audio layout ({channels} ch, {rate} Hz)")
+
+
+def plausible_layout(channels: int, rate: int) -> bool:
+    """Whether a stream (or a frame of one) has a channel count and rate a recording could
+    have; outside these bounds it is a crafted or broken header."""
+    return 1 <= channels <= _MAX_CHANNELS and _MIN_RATE <= rate <= _MAX_RATE
 
 
 def _decodes_audio(container: av.container.InputContainer, stream: av.AudioStream) -> bool:

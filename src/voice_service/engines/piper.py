@@ -40,6 +40,13 @@ _SUPPORTED_PHONEME_TYPES = frozenset({PhonemeType.ESPEAK, PhonemeType.TEXT})
 
 _MAX_INT16 = 32767.0
 
+# Piper's memory grows with the audio of one inference (about 19 MB per second of speech,
+# measured: 199 phonemes, 7 s, +144 MB). Text arrives in sentence-sized chunks
+# (`chunking.split_text`), but a chunk can still expand to many phonemes (digits, emoji
+# names), so each inference is also capped here: at most about 7 s of speech.
+MAX_PHONEMES = 200
+_CLAUSE_PHONEMES = frozenset(",;:")
+
 
 @dataclass(frozen=True, slots=True)
 class _LoadedVoice:
@@ -86,7 +93,11 @@ class PiperEngine:
             # concurrent calls overlap (InferenceSession.run is thread-safe).
             with ESPEAK_LOCK:
                 sentences = voice.phonemize(text)
-            audio = [_sentence_audio(voice, phonemes) for phonemes in sentences if phonemes]
+            audio = [
+                _sentence_audio(voice, piece)
+                for phonemes in sentences
+                for piece in split_phonemes(phonemes)
+            ]
         except Exception as error:  # onnxruntime raises its own, unexported exception types
             raise EngineError(f"Piper voice {voice_key} failed: {error}") from error
         samples = np.concatenate(audio) if audio else np.zeros(0, dtype=np.int16)
@@ -159,6 +170,28 @@ def _voice_name(config: dict[str, Any], model_path: Path) -> str:
     details = [language.get(field) for field in ("name_english", "country_english")]
     described = ", ".join(str(detail) for detail in details if detail)
     return f"Piper {speaker} ({described})" if described else f"Piper {speaker}"
+
+
+def split_phonemes(phonemes: list[str], max_phonemes: int = MAX_PHONEMES) -> list[list[str]]:
+    """`phonemes` in pieces of at most `max_phonemes`, cut after the last clause mark that
+    fits, else at the last word boundary, else (one endless word) hard."""
+    pieces = []
+    rest = phonemes
+    while len(rest) > max_phonemes:
+        window = rest[:max_phonemes]
+        cut = _last_index(window, _CLAUSE_PHONEMES) or _last_index(window, {" "}) or max_phonemes
+        pieces.append(rest[:cut])
+        rest = rest[cut:]
+    pieces.append(rest)
+    return [piece for piece in pieces if any(not p.isspace() for p in piece)]
+
+
+def _last_index(phonemes: list[str], wanted: set[str] | frozenset[str]) -> int | None:
+    """One past the last phoneme in `wanted`, or None when there is none past the start."""
+    for index in range(len(phonemes) - 1, 0, -1):
+        if phonemes[index] in wanted:
+            return index + 1
+    return None
 
 
 def _sentence_audio(voice: PiperVoice, phonemes: list[str]) -> npt.NDArray[np.int16]:

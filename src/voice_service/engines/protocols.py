@@ -7,7 +7,7 @@ into 502 PROVIDER_ERROR. Calls are blocking and CPU-bound; callers run them in t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -60,11 +60,21 @@ class Transcription:
     language: str
 
 
+@dataclass(frozen=True, slots=True)
+class TranscriptStream:
+    """A transcription under way: the language is known, the text comes window by window."""
+
+    language: str
+    segments: Iterator[str]
+
+
 class SpeechToText(Protocol):
     def languages(self) -> frozenset[str]:
         """ISO 639-1 codes the model accepts as a language hint."""
         ...
 
-    def transcribe(self, audio: npt.NDArray[np.float32], language: str | None) -> Transcription:
-        """Transcribe mono 16 kHz float32 audio; detect the language when `language` is None."""
+    def stream(self, audio: npt.NDArray[np.float32], language: str | None) -> TranscriptStream:
+        """Transcribe mono 16 kHz float32 audio; detect the language when `language` is None.
+
+        The work happens while `segments` is consumed, so a caller can stop between steps."""
         ...

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
+from voice_service.engines.chunking import split_text
 from voice_service.engines.espeak import EspeakEngine
 from voice_service.engines.piper import PiperEngine
 from voice_service.engines.protocols import EngineVoice, Pcm, SpeechToText, TextToSpeech
 from voice_service.engines.whisper import WhisperEngine, english_model_dir
-from voice_service.engines.world import WorldCloner
+from voice_service.engines.world import VoiceProfile, WorldCloner
 from voice_service.settings import Settings
 
 # Clones speak through this neural voice, converted toward each sample's profile.
@@ -35,10 +36,20 @@ class Engines:
     def catalogue(self) -> list[EngineVoice]:
         return [voice for engine in self.speakers for voice in engine.voices()]
 
-    def synthesize(self, voice_key: str, text: str) -> Pcm:
+    def speak(self, voice_key: str, profile: VoiceProfile | None, text: str) -> Iterator[Pcm]:
+        """`text` spoken chunk by chunk (`chunking.split_text`), so memory stays bounded
+        whatever its length; in a clone's voice when its `profile` is given."""
+        speak_chunk = self._chunk_speaker(voice_key, profile)
+        for chunk in split_text(text):
+            yield speak_chunk(chunk)
+
+    def _chunk_speaker(self, voice_key: str, profile: VoiceProfile | None) -> Callable[[str], Pcm]:
+        if profile is not None:  # a clone: the base voice converted toward the sample
+            conversion = self.cloner.conversion(profile)
+            return lambda chunk: self.cloner.speak(conversion, chunk)
         for engine in self.speakers:
             if any(voice.key == voice_key for voice in engine.voices()):
-                return engine.synthesize(voice_key, text)
+                return lambda chunk: engine.synthesize(voice_key, chunk)
         raise KeyError(voice_key)
 
 

@@ -15,14 +15,14 @@ import importlib.resources
 import logging
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 from faster_whisper import WhisperModel
 
-from voice_service.engines.protocols import EngineError, Transcription
+from voice_service.engines.protocols import EngineError, Transcription, TranscriptStream
 
 __all__ = [
     "BASE_MODEL_BYTES",
@@ -46,6 +46,11 @@ _MODEL_FILES = ("model.bin", *_BASE_SIDE_FILES)
 _COPY_CHUNK = 8 * 1024 * 1024
 
 SAMPLE_RATE = 16_000
+# Whisper decodes 30 s windows one after another, but faster-whisper computes the features
+# of the whole input first (1.6 GB for 30 minutes, measured). Without timestamps a window
+# always advances 30 s, so slices of whole windows decode the very same windows, with
+# memory bounded by the slice.
+SLICE_SAMPLES = 4 * 30 * SAMPLE_RATE
 
 # Whisper's language tokens are ISO 639-1 except Javanese ("jw"; ISO says "jv") and two
 # three-letter codes (Hawaiian "haw", Cantonese "yue") that have no ISO 639-1 code.
@@ -183,31 +188,56 @@ class WhisperEngine:
     def languages(self) -> frozenset[str]:
         return self._languages
 
-    def transcribe(self, audio: npt.NDArray[np.float32], language: str | None) -> Transcription:
+    def stream(self, audio: npt.NDArray[np.float32], language: str | None) -> TranscriptStream:
+        """Detect the language now (unless given); decode window by window as the returned
+        segments are consumed."""
         if language is not None and language not in self._languages:
             raise ValueError(f"unsupported language {language!r}")
         samples = np.ascontiguousarray(audio, dtype=np.float32).reshape(-1)
         if samples.size == 0:
-            return Transcription(text="", language=language or "en")
+            return TranscriptStream(language=language or "en", segments=iter(()))
         try:
             if language is None:
                 language = self._detect(samples)
-            model = self._english if language == "en" and self._english else self._model
+        except (RuntimeError, ValueError, MemoryError) as exc:
+            raise EngineError(f"Whisper failed: {exc}") from exc
+        return TranscriptStream(language=language, segments=self._segments(samples, language))
+
+    def transcribe(self, audio: npt.NDArray[np.float32], language: str | None) -> Transcription:
+        """The whole transcript at once."""
+        stream = self.stream(audio, language)
+        return Transcription(text=" ".join(stream.segments).strip(), language=stream.language)
+
+    def _segments(self, samples: npt.NDArray[np.float32], language: str) -> Iterator[str]:
+        model = self._english if language == "en" and self._english else self._model
+        for start in range(0, samples.size, SLICE_SAMPLES):
+            yield from self._slice_segments(model, samples[start : start + SLICE_SAMPLES], language)
+
+    def _slice_segments(
+        self, model: WhisperModel, samples: npt.NDArray[np.float32], language: str
+    ) -> Iterator[str]:
+        try:
             segments, _info = model.transcribe(
                 samples,
                 language=_ISO_TO_WHISPER.get(language, language),
                 beam_size=self._beam_size,
+                # One temperature, so no sampling fallback: the same audio always gives the
+                # same text, and one window costs one bounded decode (the fallback retried
+                # up to five times more, and NaN audio made it loop for a minute).
+                temperature=0.0,
                 # Each 30 s window stands alone: conditioning on earlier text makes Whisper
                 # loop on repetitions, and the API returns one plain transcript anyway.
                 condition_on_previous_text=False,
                 without_timestamps=True,
                 vad_filter=False,
             )
-            # `segments` is lazy: decoding happens while we iterate.
-            text = " ".join(segment.text.strip() for segment in segments).strip()
+            # `segments` is lazy: each step decodes one window.
+            for segment in segments:
+                text = segment.text.strip()
+                if text:
+                    yield text
         except (RuntimeError, ValueError, MemoryError) as exc:
             raise EngineError(f"Whisper failed: {exc}") from exc
-        return Transcription(text=text, language=language)
 
     def _detect(self, samples: npt.NDArray[np.float32]) -> str:
         """The most probable language that has an ISO 639-1 code."""

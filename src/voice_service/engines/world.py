@@ -249,7 +249,11 @@ class WorldCloner:
         return Conversion.between(self.base_profile, target)
 
     def synthesize(self, profile: VoiceProfile, text: str) -> Pcm:
-        return convert(self._tts.synthesize(self._base_voice_key, text), self.conversion(profile))
+        return self.speak(self.conversion(profile), text)
+
+    def speak(self, conversion: Conversion, text: str) -> Pcm:
+        """`text` in the voice `conversion` leads to (derive it once per request)."""
+        return convert(self._tts.synthesize(self._base_voice_key, text), conversion)
 
 
 def _analyse(

@@ -5,10 +5,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from voice_service.audio.mp3 import encode_mp3
+from voice_service.audio.mp3 import Mp3Encoder
 from voice_service.auth.principal import Principal
 from voice_service.context import AppContext
 from voice_service.db import transaction
+from voice_service.engines.deadline import InferenceBudget
 from voice_service.engines.protocols import EngineError
 from voice_service.engines.registry import Engines
 from voice_service.engines.world import VoiceProfile
@@ -38,6 +39,7 @@ async def synthesize_speech(
             voice.profile,
             body.text,
             context.settings.mp3_bitrate,
+            context.inference_budget,
         )
     except (EngineError, KeyError) as exc:
         logger.error("synthesis failed for %s with voice %s: %r", request_id, voice.id, exc)
@@ -48,10 +50,19 @@ async def synthesize_speech(
 
 
 def _speak(
-    engines: Engines, voice_key: str, profile: dict[str, Any] | None, text: str, bitrate: int
+    engines: Engines,
+    voice_key: str,
+    profile: dict[str, Any] | None,
+    text: str,
+    bitrate: int,
+    budget: InferenceBudget,
 ) -> bytes:
-    if profile is None:
-        pcm = engines.synthesize(voice_key, text)
-    else:  # a clone: the base voice converted toward the sample's profile
-        pcm = engines.cloner.synthesize(VoiceProfile.from_dict(profile), text)
-    return encode_mp3(pcm, bitrate=bitrate)
+    deadline = budget.start()
+    encoder = Mp3Encoder(bitrate)
+    spoken = 0.0
+    clone = VoiceProfile.from_dict(profile) if profile is not None else None
+    for pcm in engines.speak(voice_key, clone, text):
+        encoder.add(pcm)
+        spoken += pcm.duration_seconds
+        deadline.check(spoken)
+    return encoder.finish()

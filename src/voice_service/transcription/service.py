@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 
 from voice_service.audio.decode import decode_audio
@@ -12,6 +13,7 @@ from voice_service.audio.formats import identify_audio
 from voice_service.auth.principal import Principal
 from voice_service.context import AppContext
 from voice_service.db import transaction
+from voice_service.engines.deadline import InferenceBudget
 from voice_service.engines.protocols import EngineError, SpeechToText, Transcription
 from voice_service.errors import InvalidRequest, ProviderError
 from voice_service.uploads import audio_errors_as_api_errors
@@ -23,7 +25,7 @@ logger = logging.getLogger(__name__)
 @dataclass(frozen=True, slots=True)
 class TranscribedAudio:
     transcription: Transcription
-    duration_seconds: float
+    duration_seconds: Fraction  # exact, as decode_audio counts it
 
 
 def parse_language(value: str | None, known: frozenset[str]) -> str | None:
@@ -53,7 +55,12 @@ async def transcribe_upload(
     try:
         with audio_errors_as_api_errors("audio"):
             result = await context.pool.run(
-                _transcribe_file, transcriber, path, code, context.settings.max_audio_seconds
+                _transcribe_file,
+                transcriber,
+                path,
+                code,
+                context.settings.max_audio_seconds,
+                context.inference_budget,
             )
     except EngineError as exc:
         logger.error("transcription failed for %s: %r", request_id, exc)
@@ -64,14 +71,25 @@ async def transcribe_upload(
 
 
 def billed_seconds(result: TranscribedAudio) -> int:
-    # One unit per started second; audio of unknown (zero) length still costs one.
+    # One unit per started second, rounded up in exact arithmetic (a float sum once billed
+    # 5.000 s as 6); audio of unknown (zero) length still costs one.
     return max(1, math.ceil(result.duration_seconds))
 
 
 def _transcribe_file(
-    transcriber: SpeechToText, path: Path, language: str | None, max_seconds: float
+    transcriber: SpeechToText,
+    path: Path,
+    language: str | None,
+    max_seconds: float,
+    budget: InferenceBudget,
 ) -> TranscribedAudio:
+    deadline = budget.start()
     fmt = identify_audio(path)
     audio = decode_audio(path, max_seconds=max_seconds, fmt=fmt)
-    transcription = transcriber.transcribe(audio.samples, language)
+    stream = transcriber.stream(audio.samples, language)
+    texts = []
+    for text in stream.segments:
+        deadline.check(float(audio.duration_seconds))
+        texts.append(text)
+    transcription = Transcription(text=" ".join(texts), language=stream.language)
     return TranscribedAudio(transcription, audio.duration_seconds)

@@ -1,0 +1,110 @@
+"""`voice-service serve` as a user starts it, in a subprocess, for end-to-end tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+import httpx
+
+CLI = [sys.executable, "-m", "voice_service"]
+
+
+@dataclass(frozen=True)
+class Server:
+    base_url: str
+    api_key: str
+    org_id: str
+    env: dict[str, str]
+    pid: int  # one worker: uvicorn serves in the process the CLI started
+    data_dir: Path
+    log: Path  # the server's stderr
+
+    @property
+    def root(self) -> str:
+        return self.base_url.removesuffix("/api/v1")
+
+    @property
+    def address(self) -> tuple[str, int]:
+        host, port = self.root.removeprefix("http://").split(":")
+        return host, int(port)
+
+    @property
+    def database(self) -> Path:
+        return self.data_dir / "voice-service.db"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _read_json(stream: IO[str] | None, deadline: float) -> dict[str, str]:
+    assert stream is not None
+    text = ""
+    while time.monotonic() < deadline:
+        line = stream.readline()
+        if not line:
+            break
+        text += line
+        try:
+            parsed: dict[str, str] = json.loads(text)
+            return parsed
+        except json.JSONDecodeError:
+            continue
+    raise AssertionError(f"serve printed no JSON: {text!r}")
+
+
+def _wait_ready(root: str, deadline: float) -> None:
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{root}/readyz").status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.3)
+    raise AssertionError("the server never became ready")
+
+
+@contextmanager
+def running_server(data_dir: Path, **settings: str) -> Iterator[Server]:
+    """A first start on an empty SQLite database, as in the README, with `settings` as
+    VOICE_SERVICE_* variables (e.g. header_timeout_seconds="1")."""
+    env = {
+        **os.environ,
+        "VOICE_SERVICE_DATA_DIR": str(data_dir),
+        # Always the embedded default here: this is the README's first run.
+        "VOICE_SERVICE_DATABASE_URL": f"sqlite+aiosqlite:///{data_dir / 'voice-service.db'}",
+        **{f"VOICE_SERVICE_{name.upper()}": value for name, value in settings.items()},
+    }
+    env.pop("VOICE_SERVICE_REDIS_URL", None)
+    env.pop("VOICE_SERVICE_KEY_PEPPER", None)
+    port = _free_port()
+    log = data_dir / "serve.log"
+    with log.open("w") as stderr:
+        process = subprocess.Popen(  # noqa: S603
+            [*CLI, "serve", "--port", str(port), "--json"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        )
+    try:
+        first = _read_json(process.stdout, time.monotonic() + 60)
+        _wait_ready(f"http://127.0.0.1:{port}", time.monotonic() + 120)
+        yield Server(
+            first["base_url"], first["api_key"], first["org_id"], env, process.pid, data_dir, log
+        )
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
