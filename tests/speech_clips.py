@@ -91,9 +91,12 @@ def resample_16k(pcm: Pcm) -> npt.NDArray[np.float32]:
     return np.concatenate([f.to_ndarray().reshape(-1) for f in out]).astype(np.float32)
 
 
-def write_audio(path: Path, pcm: Pcm, variant: str) -> Path:
+def write_audio(
+    path: Path, pcm: Pcm, variant: str, muxer_options: dict[str, str] | None = None
+) -> Path:
     """Encode mono int16 `pcm` into `path` as FORMATS[variant] with PyAV."""
     demuxer, codec, sample_format, layout, rate, options = FORMATS[variant]
+    options = {**options, **(muxer_options or {})}
     with av.open(str(path), "w", format=demuxer, options=options) as container:
         stream = container.add_stream(codec, rate=rate, layout=layout)
         assert isinstance(stream, av.AudioStream)

@@ -14,10 +14,8 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from fractions import Fraction
 from pathlib import Path
 
-import av
 import numpy as np
 
 from tests import speech_clips as sc
@@ -89,21 +87,9 @@ def build_seeds() -> dict[str, bytes]:
 
 
 def _encode(pcm: Pcm, variant: str, extra: dict[str, str], path: Path) -> bytes:
-    demuxer, codec, sample_format, layout, rate, options = sc.FORMATS[variant]
-    options = {**options, **_SEED_OPTIONS.get(demuxer, {}), **extra}
-    with av.open(str(path), "w", format=demuxer, options=options) as container:
-        stream = container.add_stream(codec, rate=rate, layout=layout)
-        assert isinstance(stream, av.AudioStream)
-        if codec == "vorbis":
-            stream.codec_context.options = {"strict": "experimental"}
-        stream.codec_context.format = sample_format
-        frame = av.AudioFrame.from_ndarray(pcm.samples.reshape(1, -1), format="s16", layout="mono")
-        frame.sample_rate = pcm.sample_rate
-        frame.pts = 0
-        frame.time_base = Fraction(1, pcm.sample_rate)
-        for packet in [*stream.encode(frame), *stream.encode(None)]:
-            container.mux(packet)
-    return path.read_bytes()
+    demuxer = sc.FORMATS[variant][0]
+    options = {**_SEED_OPTIONS.get(demuxer, {}), **extra}
+    return sc.write_audio(path, pcm, variant, muxer_options=options).read_bytes()
 
 
 def mutate(data: bytes, mutations: list[Mutation]) -> bytes:
