@@ -11,7 +11,7 @@ import asyncio
 import os
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -46,10 +46,17 @@ def engines(tmp_path_factory: pytest.TempPathFactory) -> Engines:
 
 @pytest.fixture(scope="session")
 def database_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with fresh_database(tmp_path_factory.mktemp("db")) as url:
+        yield url
+
+
+@contextmanager
+def fresh_database(directory: Path) -> Iterator[str]:
+    """An empty database on the suite's backend: a SQLite file in `directory`, or a new
+    database on the PostgreSQL server VOICE_SERVICE_DATABASE_URL names, dropped after."""
     server_url = os.environ.get("VOICE_SERVICE_DATABASE_URL")
     if not server_url:
-        path = tmp_path_factory.mktemp("db") / "voice-service.db"
-        yield f"sqlite+aiosqlite:///{path}"
+        yield f"sqlite+aiosqlite:///{directory / 'voice-service.db'}"
         return
     name = f"voice_service_test_{secrets.token_hex(4)}"
     asyncio.run(_admin_sql(server_url, f'CREATE DATABASE "{name}"'))
@@ -83,6 +90,9 @@ def make_settings(data_dir: Path, database_url: str, **overrides: object) -> Set
         "redis_url": REDIS_URL,
         "key_pepper": TEST_PEPPER,
         "pool_size": 2,
+        # Deadlines are wall-clock: on a loaded machine the default could stop ordinary
+        # work. Tests of the deadline itself set budgets no machine can meet.
+        "inference_timeout_seconds": 3600.0,
     }
     values.update(overrides)
     return Settings(**values)  # type: ignore[arg-type]

@@ -107,4 +107,8 @@ def running_server(data_dir: Path, **settings: str) -> Iterator[Server]:
         )
     finally:
         process.terminate()
-        process.wait(timeout=30)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # still draining a long request: not left behind
+            process.kill()
+            process.wait()

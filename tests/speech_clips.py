@@ -55,16 +55,11 @@ FORMATS: dict[str, tuple[str, str, str, str, int, dict[str, str]]] = {
 def english_speech(text: str = ENGLISH_TEXT) -> Pcm:
     """`text` spoken by the bundled Piper voice (22.05 kHz), through the service's engine.
 
-    Piper samples noise (onnxruntime's RandomNormalLike); seeding it from the text makes
-    every run of the suite hear the same clip, whatever ran before."""
-    engine = _piper_engine()
+    Piper samples noise (onnxruntime's RandomNormalLike), from a generator each session
+    seeds once from the global seed: a fresh engine after `set_seed` speaks the same clip
+    in every run, whatever this process synthesized before (a shared engine did not)."""
     onnxruntime.set_seed(zlib.crc32(text.encode()))
-    return engine.synthesize("piper:en_US-joe-medium", text)
-
-
-@functools.cache
-def _piper_engine() -> PiperEngine:
-    return PiperEngine()
+    return PiperEngine().synthesize("piper:en_US-joe-medium", text)
 
 
 @functools.lru_cache(maxsize=16)

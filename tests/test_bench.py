@@ -66,7 +66,17 @@ TARGETED = {
 def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, object]]:
     results = tmp_path_factory.mktemp("bench-results")
     done = subprocess.run(  # noqa: S603
-        [sys.executable, "-m", "bench", "--quick", "--results-dir", str(results)],
+        # --quick alone allows 300 s; a loaded CI machine needs more.
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "--quick",
+            "--time-limit",
+            "540",
+            "--results-dir",
+            str(results),
+        ],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -19,7 +20,10 @@ from voice_service.ids import catalogue_voice_id
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with running_server(tmp_path_factory.mktemp("serve")) as started:
+    # A deadline no loaded machine reaches: outcomes must not depend on the machine's speed.
+    with running_server(
+        tmp_path_factory.mktemp("serve"), inference_timeout_seconds="3600"
+    ) as started:
         yield started
 
 
@@ -100,17 +104,20 @@ def test_schemathesis_finds_no_failures(server: Server, tmp_path: Path) -> None:
             "positive_data_acceptance",
             "--max-examples",
             "60",
+            # The longest valid texts are slow by nature: 5,000 digits read one by one are
+            # six minutes of speech, about a minute of synthesis on a loaded 2-core machine.
             "--max-response-time",
-            "180",
+            "400",
             "--seed",
             "1",
             "--request-timeout",
-            "60",
+            "400",
             "--report-dir",
             str(tmp_path),
         ],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=1200,
     )
-    assert result.returncode == 0, result.stdout[-6000:]
+    # Long generated values (5,000 characters) would hide the report: shorten their runs.
+    assert result.returncode == 0, re.sub(r"(.)\1{40,}", r"\1…", result.stdout)[-8000:]

@@ -11,6 +11,7 @@ from fastapi import APIRouter, FastAPI
 from voice_service.auth.keys import SecretHasher, load_pepper
 from voice_service.cloning.routes import router as cloning_router
 from voice_service.cloning.samples import SampleStore
+from voice_service.cluster import check_pepper
 from voice_service.context import AppContext
 from voice_service.db import (
     create_engine,
@@ -49,13 +50,14 @@ Every request needs `Authorization: Bearer <API key>`; every response carries `X
 def create_app(settings: Settings | None = None, engines: Engines | None = None) -> FastAPI:
     """Build the app. `engines` lets several apps in one process share loaded models."""
     settings = settings or Settings()
+    pepper = load_pepper(settings)
     db = create_engine(settings)
     sessions = session_factory(db)
     context = AppContext(
         settings=settings,
         db=db,
         sessions=sessions,
-        hasher=SecretHasher(load_pepper(settings)),
+        hasher=SecretHasher(pepper),
         limiter=RateLimiter(settings.redis_url),
         pool=InferencePool(settings.pool_size, settings.queue_timeout_seconds),
         samples=SampleStore(settings.data_dir / "samples"),
@@ -69,6 +71,7 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
         loaded = engines if engines is not None else await context.pool.run(Engines.load, settings)
         async with transaction(sessions) as session:
             await hold_startup_lock(session)
+            await check_pepper(session, pepper)
             await sync_catalogue(session, loaded.catalogue())
             context.voice_listing = VoiceListing(await list_catalogue(session))
         context.engines = loaded

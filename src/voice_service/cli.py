@@ -17,8 +17,9 @@ import typer
 import uvicorn
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from voice_service import cluster
 from voice_service.auth.keys import SecretHasher, load_pepper
-from voice_service.db import run_in_transaction
+from voice_service.db import hold_startup_lock, run_in_transaction
 from voice_service.requestlog.repository import recent_requests
 from voice_service.settings import Settings
 from voice_service.tenancy import service as tenancy
@@ -53,7 +54,7 @@ def _run(work: Callable[[AsyncSession], Awaitable[T]]) -> T:
 
     try:
         return asyncio.run(run_in_transaction(Settings(), work))
-    except (tenancy.UnknownId, ValueError) as exc:
+    except (tenancy.UnknownId, cluster.ClusterMismatch, ValueError) as exc:
         typer.echo(f"error: {exc.args[0] if exc.args else exc}", err=True)
         raise typer.Exit(1) from None
 
@@ -91,7 +92,7 @@ def serve(
         typer.echo("note: several workers on SQLite serialize their writes.", err=True)
     base_url = f"http://{host}:{port}/api/v1"
     first = _run(lambda session: _bootstrap(session, settings))
-    _emit(as_json, {"base_url": base_url, **(first or {})}, _welcome(base_url, first))
+    _emit(as_json, {"base_url": base_url, **first}, _welcome(base_url, first))
     sys.stdout.flush()
     uvicorn.run(
         "voice_service.app:create_app",
@@ -108,22 +109,31 @@ def serve(
     )
 
 
-async def _bootstrap(session: AsyncSession, settings: Settings) -> dict[str, str] | None:
-    """On an empty database, make a first organization and key so curl works at once."""
-    if await tenancy.count_orgs(session):
-        return None
+async def _bootstrap(session: AsyncSession, settings: Settings) -> dict[str, str]:
+    """Check that this node agrees with its cluster; on an empty database make the first
+    organization and its key, so curl works at once. Nodes starting together take turns
+    (the start-up lock), so exactly one of them makes it."""
+    await hold_startup_lock(session)
+    pepper = load_pepper(settings)
+    await cluster.check_pepper(session, pepper)
+    first = await cluster.recorded(session, cluster.FIRST_ORGANIZATION)
+    if first is not None:
+        return {"org_id": first}
+    if await tenancy.count_orgs(session):  # a database from before the first was recorded
+        return {}
     org = await tenancy.create_org(session, "default", None, None)
-    created = await tenancy.create_key(
-        session, SecretHasher(load_pepper(settings)), org.id, "first key", None
-    )
+    await cluster.claim(session, cluster.FIRST_ORGANIZATION, org.id)
+    created = await tenancy.create_key(session, SecretHasher(pepper), org.id, "first key", None)
     return {"org_id": org.id, "key_id": created.key.id, "api_key": created.secret}
 
 
-def _welcome(base_url: str, first: dict[str, str] | None) -> str:
-    if first is None:
+def _welcome(base_url: str, first: dict[str, str]) -> str:
+    if "api_key" not in first:
+        org_id = first.get("org_id", "ORG_ID")
         return (
             f"Voice Service on {base_url}\n"
-            "Make a key with: voice-service keys create ORG_ID  "
+            f"The first organization is {org_id} (its key was shown when it was made).\n"
+            f"Make a key with: voice-service keys create {org_id}  "
             "(voice-service orgs create NAME makes an organization)"
         )
     return f"""Voice Service on {base_url}
@@ -216,8 +226,13 @@ def keys_create(
     as_json: JsonFlag = False,
 ) -> None:
     """Create an API key; its secret is printed now and never again."""
-    hasher = SecretHasher(load_pepper(Settings()))
-    created = _run(lambda s: tenancy.create_key(s, hasher, org_id, name, rate_limit))
+    async def work(session: AsyncSession) -> tenancy.CreatedKey:
+        # A key hashed under another pepper than the nodes' would never authenticate.
+        pepper = load_pepper(Settings())
+        await cluster.check_pepper(session, pepper)
+        return await tenancy.create_key(session, SecretHasher(pepper), org_id, name, rate_limit)
+
+    created = _run(work)
     key = created.key
     data = {"id": key.id, "secret": created.secret, "prefix": key.prefix, "org_id": key.org_id}
     _emit(as_json, data, f"Key {key.id} for {key.org_id} (shown only now):\n{created.secret}")

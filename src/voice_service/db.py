@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import fcntl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -74,16 +76,39 @@ async def run_in_transaction(settings: Settings, work: Callable[[AsyncSession], 
 
 
 async def hold_startup_lock(session: AsyncSession) -> None:
-    """On PostgreSQL, serialize start-up writes (migrations, catalogue) of nodes starting
-    together until the caller's transaction ends; SQLite serializes writers anyway."""
+    """Serialize the start-up work (catalogue, first organization, cluster checks) of
+    nodes and processes starting together, until the caller's transaction ends.
+
+    PostgreSQL: an advisory lock. SQLite: its one write lock, taken by a write that changes
+    nothing, before anything is read: a transaction that had read first would fail, not
+    wait, once another process committed (WAL's stale-snapshot rule)."""
     if session.get_bind().dialect.name == "postgresql":
         await session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": STARTUP_LOCK})
+    else:
+        await session.execute(text("DELETE FROM service_meta WHERE 1 = 0"))
 
 
 async def migrate(engine: AsyncEngine) -> None:
     """Bring the schema to the newest revision (idempotent; safe from several nodes)."""
-    async with engine.begin() as connection:
+    async with _sqlite_migration_lock(engine), engine.begin() as connection:
         await connection.run_sync(_upgrade)
+
+
+@asynccontextmanager
+async def _sqlite_migration_lock(engine: AsyncEngine) -> AsyncIterator[None]:
+    """Processes migrating one SQLite file take turns (PostgreSQL: see `_upgrade`). SQLite
+    runs Alembic's DDL outside a transaction, so two processes starting on a new file both
+    created the tables and one failed; a file lock beside the database serializes them."""
+    database = engine.url.database
+    if engine.dialect.name != "sqlite" or not database or database == ":memory:":
+        yield
+        return
+    lock = await asyncio.to_thread(Path(f"{database}.migrate-lock").open, "a")
+    try:
+        await asyncio.to_thread(fcntl.flock, lock, fcntl.LOCK_EX)
+        yield
+    finally:
+        lock.close()  # closing the file releases the lock
 
 
 def _upgrade(connection: Connection) -> None:

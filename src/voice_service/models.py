@@ -117,3 +117,13 @@ class UsageRecord(Base):
     endpoint: Mapped[str] = mapped_column(String(40))
     units: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class ServiceMeta(Base):
+    """Facts every node of a cluster must agree on, one row each (see `cluster.py`)."""
+
+    __tablename__ = "service_meta"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -49,9 +49,20 @@ class SecretHasher:
         return hmac.new(self._pepper, secret.encode(), hashlib.sha256).hexdigest()
 
 
+class MissingPepper(ValueError):
+    """A shared database needs the cluster's pepper; a node must not make its own."""
+
+
 def load_pepper(settings: Settings) -> bytes:
+    """The configured pepper; on the embedded SQLite default, one generated into the data
+    dir at first use."""
     if settings.key_pepper:
         return settings.key_pepper.encode()
+    if not settings.is_sqlite:
+        raise MissingPepper(
+            "VOICE_SERVICE_KEY_PEPPER is required with a shared database: every node "
+            "must hash keys with the same pepper (e.g. openssl rand -hex 32, set once)."
+        )
     path = settings.data_dir / "key-pepper"
     if not path.exists():
         _create_private_file(path, secrets.token_hex(32))

@@ -1,0 +1,94 @@
+"""Nodes starting on one database: one first organization, one key pepper, or no start."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import multiprocessing
+import socket
+from multiprocessing.synchronize import Barrier
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.conftest import TEST_PEPPER, fresh_database, make_settings, running
+from voice_service.app import create_app
+from voice_service.auth.keys import MissingPepper, load_pepper
+from voice_service.cli import _bootstrap
+from voice_service.cli import app as cli
+from voice_service.cluster import ClusterMismatch
+from voice_service.db import run_in_transaction
+from voice_service.engines.registry import Engines
+from voice_service.settings import Settings
+from voice_service.tenancy import service as tenancy
+
+NODES = 3
+
+pytestmark = pytest.mark.anyio
+
+
+def _start_node(url: str, data_dir: str, barrier: Barrier) -> dict[str, str]:
+    settings = make_settings(Path(data_dir), url)
+    barrier.wait()  # every node runs its start-up at the same moment
+    return asyncio.run(run_in_transaction(settings, lambda s: _bootstrap(s, settings)))
+
+
+def test_nodes_starting_together_make_exactly_one_first_organization(tmp_path: Path) -> None:
+    with fresh_database(tmp_path) as url:
+        context = multiprocessing.get_context("spawn")
+        barrier = context.Manager().Barrier(NODES)
+        with context.Pool(NODES) as pool:
+            args = [(url, str(tmp_path / f"node{i}"), barrier) for i in range(NODES)]
+            starts = pool.starmap(_start_node, args)
+        settings = make_settings(tmp_path, url)
+        orgs = asyncio.run(run_in_transaction(settings, tenancy.count_orgs))
+    made = [start for start in starts if "api_key" in start]
+    assert len(made) == 1
+    assert orgs == 1
+    # The others name the organization instead of printing a key of their own.
+    assert {start["org_id"] for start in starts} == {made[0]["org_id"]}
+
+
+async def test_a_node_with_another_pepper_refuses_to_start(
+    settings: Settings, engines: Engines
+) -> None:
+    async with running(create_app(settings, engines)):
+        pass  # the cluster's pepper is recorded by its first node
+    other = settings.model_copy(update={"key_pepper": "not-the-cluster-pepper"})
+    with pytest.raises(ClusterMismatch, match="VOICE_SERVICE_KEY_PEPPER"):
+        async with running(create_app(other, engines)):
+            pass
+
+
+def test_serve_and_keys_with_another_pepper_exit_with_a_message(settings: Settings) -> None:
+    env = {
+        "VOICE_SERVICE_DATA_DIR": str(settings.data_dir),
+        "VOICE_SERVICE_DATABASE_URL": settings.resolved_database_url,
+        "VOICE_SERVICE_KEY_PEPPER": TEST_PEPPER,
+    }
+    runner = CliRunner()
+    org = runner.invoke(cli, ["orgs", "create", "Acme", "--json"], env=env)
+    org_id = json.loads(org.stdout)["id"]
+    key = runner.invoke(cli, ["keys", "create", org_id, "--json"], env=env)
+    assert key.exit_code == 0, key.output  # the cluster's pepper is recorded
+    with socket.socket() as taken:  # should serve get past its checks, it cannot listen
+        taken.bind(("127.0.0.1", 0))
+        port = str(taken.getsockname()[1])
+        for args in (["serve", "--port", port], ["keys", "create", org_id]):
+            refused = runner.invoke(cli, args, env={**env, "VOICE_SERVICE_KEY_PEPPER": "other"})
+            assert refused.exit_code == 1
+            assert "key pepper is not the one" in refused.stderr
+
+
+def test_a_shared_database_needs_the_cluster_pepper(tmp_path: Path) -> None:
+    shared = Settings(
+        data_dir=tmp_path,
+        database_url="postgresql+asyncpg://voice@db.invalid/voice",
+        key_pepper=None,
+    )
+    with pytest.raises(MissingPepper, match="VOICE_SERVICE_KEY_PEPPER is required"):
+        load_pepper(shared)
+    assert not (tmp_path / "key-pepper").exists()  # no pepper of its own was made
+    embedded = Settings(data_dir=tmp_path, database_url=None, key_pepper=None)
+    assert load_pepper(embedded) == (tmp_path / "key-pepper").read_text().encode()
