@@ -14,8 +14,9 @@ import re
 import unicodedata
 from collections.abc import Iterator
 
-# About ten seconds of speech: long enough that ordinary sentences stay whole.
-MAX_CHUNK_CHARS = 160
+# About eight seconds of speech: most sentences stay whole, and few chunks need the phoneme
+# cap of Piper (which would cut them at a word rather than where the text pauses).
+MAX_CHUNK_CHARS = 120
 
 # A sentence ends after terminal punctuation (and closing quotes or brackets) followed by
 # space; CJK full stops (\u3002, fullwidth ! and ?) need no space. A line break ends one too.

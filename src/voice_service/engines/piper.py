@@ -43,8 +43,9 @@ _MAX_INT16 = 32767.0
 # Piper's memory grows with the audio of one inference (about 19 MB per second of speech,
 # measured: 199 phonemes, 7 s, +144 MB). Text arrives in sentence-sized chunks
 # (`chunking.split_text`), but a chunk can still expand to many phonemes (digits, emoji
-# names), so each inference is also capped here: at most about 7 s of speech.
-MAX_PHONEMES = 200
+# names), so each inference is also capped here: about 5 s of ordinary speech, 8 s of the
+# slowest seen (digits read one by one; 5,000 of them peaked at +217 MB, 200 phonemes +293).
+MAX_PHONEMES = 150
 _CLAUSE_PHONEMES = frozenset(",;:")
 
 
