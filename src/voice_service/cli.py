@@ -226,6 +226,7 @@ def keys_create(
     as_json: JsonFlag = False,
 ) -> None:
     """Create an API key; its secret is printed now and never again."""
+
     async def work(session: AsyncSession) -> tenancy.CreatedKey:
         # A key hashed under another pepper than the nodes' would never authenticate.
         pepper = load_pepper(Settings())
