@@ -56,15 +56,7 @@ def test_stereo_is_downmixed(tmp_path: Path) -> None:
     # Left carries a tone, right is silent: the mono mix keeps the tone at reduced level.
     tone = sc.tone(1.0, rate=48000).samples
     stereo = np.stack([tone, np.zeros_like(tone)]).T.reshape(1, -1)
-    path = tmp_path / "stereo"
-    with av.open(str(path), "w", format="wav") as container:
-        stream = container.add_stream("pcm_s16le", rate=48000, layout="stereo")
-        frame = av.AudioFrame.from_ndarray(stereo, format="s16", layout="stereo")
-        frame.sample_rate = 48000
-        frame.pts = 0
-        frame.time_base = Fraction(1, 48000)
-        for packet in [*stream.encode(frame), *stream.encode(None)]:
-            container.mux(packet)
+    path = _write_packed(tmp_path / "stereo", "wav", "pcm_s16le", "stereo", stereo)
     audio = decode_audio(path, max_seconds=60)
     assert audio.duration_seconds == pytest.approx(1.0, abs=1e-3)
     rms = float(np.sqrt(np.mean(audio.samples**2)))
@@ -196,17 +188,9 @@ def test_huge_finite_samples_are_clipped(tmp_path: Path, bits: int, value: float
 def test_eight_channel_planar_audio_decodes(tmp_path: Path) -> None:
     # PyAV's AudioFrame.planes reads past the plane pointers of 8-channel planar frames and
     # crashed the process when the decoder looked at the frames themselves (found by fuzzing).
-    path = tmp_path / "surround.m4a"
     tone = sc.tone(0.5, rate=48000).samples
-    with av.open(str(path), "w", format="mp4") as container:
-        stream = container.add_stream("aac", rate=48000, layout="7.1")
-        interleaved = np.repeat(tone, 8).reshape(1, -1)  # packed: PyAV's bug is planar only
-        frame = av.AudioFrame.from_ndarray(interleaved, format="s16", layout="7.1")
-        frame.sample_rate = 48000
-        frame.pts = 0
-        frame.time_base = Fraction(1, 48000)
-        for packet in [*stream.encode(frame), *stream.encode(None)]:
-            container.mux(packet)
+    interleaved = np.repeat(tone, 8).reshape(1, -1)  # packed: PyAV's bug is planar only
+    path = _write_packed(tmp_path / "surround.m4a", "mp4", "aac", "7.1", interleaved)
     audio = decode_audio(path, max_seconds=60, fmt=identify_audio(path))
     assert audio.duration_seconds == pytest.approx(0.5, abs=0.05)
     assert float(np.sqrt(np.mean(audio.samples**2))) > 0.05
@@ -229,3 +213,18 @@ def test_truncate_keeps_the_first_seconds_instead_of_refusing(tmp_path: Path) ->
     audio = decode_audio(path, max_seconds=30, truncate=True)
     assert 29 <= audio.duration_seconds <= 30
     assert audio.samples.size == audio.duration_seconds * audio.sample_rate
+
+
+def _write_packed(
+    path: Path, container_format: str, codec: str, layout: str, interleaved: np.ndarray
+) -> Path:
+    """One packed s16 frame of 48 kHz audio in `layout`, encoded with `codec`."""
+    with av.open(str(path), "w", format=container_format) as container:
+        stream = container.add_stream(codec, rate=48000, layout=layout)
+        frame = av.AudioFrame.from_ndarray(interleaved, format="s16", layout=layout)
+        frame.sample_rate = 48000
+        frame.pts = 0
+        frame.time_base = Fraction(1, 48000)
+        for packet in [*stream.encode(frame), *stream.encode(None)]:
+            container.mux(packet)
+    return path
