@@ -49,10 +49,11 @@ async def claim(session: AsyncSession, key: str, value: str) -> str:
     dialect = session.get_bind().dialect.name
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
     await session.execute(insert(ServiceMeta).values(key=key, value=value).on_conflict_do_nothing())
-    recorded = await session.scalar(select(ServiceMeta.value).where(ServiceMeta.key == key))
-    assert recorded is not None
-    return recorded
+    stored = await recorded(session, key)
+    assert stored is not None
+    return stored
 
 
 async def recorded(session: AsyncSession, key: str) -> str | None:
+    """The value recorded under `key`, if any."""
     return await session.scalar(select(ServiceMeta.value).where(ServiceMeta.key == key))

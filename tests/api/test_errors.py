@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx
@@ -131,17 +133,24 @@ async def test_streamed_oversized_body_is_413(client: httpx.AsyncClient, tenant:
 async def test_internal_failure_is_500_envelope_and_logged(
     tmp_path: Path, engines: Engines
 ) -> None:
-    # A database that loses a table under the running service: a real failure on our side.
-    settings = make_settings(tmp_path, f"sqlite+aiosqlite:///{tmp_path / 'broken.db'}")
-    async with running(create_app(settings, engines)) as client:
-        broken = Tenants(settings)
-        tenant = await broken.create()
+    async with _own_database_app(tmp_path, engines) as (client, broken, tenant):
         response = await _fail_internally(client, broken, tenant)
         error = assert_error(response, 500, "INTERNAL_ERROR")
         assert "Traceback" not in response.text
         row = await broken.run(lambda s: s.get(RequestLogEntry, error["request_id"]))
         assert row is not None
         assert (row.status, row.error_code) == (500, "INTERNAL_ERROR")
+
+
+@asynccontextmanager
+async def _own_database_app(
+    tmp_path: Path, engines: Engines
+) -> AsyncIterator[tuple[httpx.AsyncClient, Tenants, Tenant]]:
+    """The service on a SQLite database of the test's own, which it may then break."""
+    settings = make_settings(tmp_path, f"sqlite+aiosqlite:///{tmp_path / 'broken.db'}")
+    async with running(create_app(settings, engines)) as client:
+        tenants = Tenants(settings)
+        yield client, tenants, await tenants.create()
 
 
 async def _fail_internally(
@@ -160,10 +169,7 @@ async def test_every_error_body_is_serialized_the_same_way(
 ) -> None:
     # A 400 from the handlers, a 413 and a 500 from the middleware: one serializer, so
     # byte for byte the same conventions (compact separators, UTF-8).
-    settings = make_settings(tmp_path, f"sqlite+aiosqlite:///{tmp_path / 'broken.db'}")
-    async with running(create_app(settings, engines)) as client:
-        tenants = Tenants(settings)
-        tenant = await tenants.create()
+    async with _own_database_app(tmp_path, engines) as (client, tenants, tenant):
         invalid = await client.post("/text-to-speech", headers=tenant.headers, json={})
         too_large = await client.post(
             "/text-to-speech",

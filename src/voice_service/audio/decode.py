@@ -134,57 +134,36 @@ def _decode_stream(
     rate: int,
     truncate: bool,
 ) -> DecodedAudio:
-    try:
-        return _decode_bounded(container, stream, max_seconds, rate)
-    except _BoundReached as reached:
-        if not truncate:
-            raise AudioTooLong(max_seconds) from None
-        # What came before the bound, its length counted at the output rate.
-        samples = reached.joined()
-        return DecodedAudio(samples, rate, Fraction(samples.size, rate))
-
-
-def _decode_bounded(
-    container: av.container.InputContainer,
-    stream: av.AudioStream,
-    max_seconds: float,
-    rate: int,
-) -> DecodedAudio:
     resampler = _MonoResampler(rate)
     duration = _Duration(max_seconds)
     chunks: list[npt.NDArray[np.float32]] = []
     # Output is capped as well as input, so the bound holds whatever the resampler buffers.
     max_output = int(max_seconds * rate) + rate
     output_samples = 0
+
+    def bound_reached() -> DecodedAudio:
+        if not truncate:
+            raise AudioTooLong(max_seconds)
+        # What came before the bound, its length counted at the output rate.
+        samples = _concatenate(chunks)
+        return DecodedAudio(samples, rate, Fraction(samples.size, rate))
+
     for frame in _frames(container, stream):
         # A damaged stream can switch mid-way to a layout no recording has (an AAC frame of
         # 37 channels, found by fuzzing) that the resampler cannot mix: damage, skipped.
         if frame.samples == 0 or not plausible_layout(frame.layout.nb_channels, frame.sample_rate):
             continue
-        try:
-            duration.add(frame.samples, frame.sample_rate)
-        except AudioTooLong:
-            raise _BoundReached(chunks) from None
+        if not duration.add(frame.samples, frame.sample_rate):
+            return bound_reached()
         for out in resampler.push(frame):
             output_samples += len(out)
             if output_samples > max_output:
-                raise _BoundReached(chunks)
+                return bound_reached()
             chunks.append(out)
     if duration.seconds == 0:
         raise UndecodableAudio("no audio could be decoded from the file")
     chunks.extend(resampler.flush())
     return DecodedAudio(_concatenate(chunks), rate, duration.seconds)
-
-
-class _BoundReached(Exception):
-    """More than the bound decoded; `chunks` hold what came before it."""
-
-    def __init__(self, chunks: list[npt.NDArray[np.float32]]) -> None:
-        super().__init__("the decode reached its bound")
-        self.chunks = chunks
-
-    def joined(self) -> npt.NDArray[np.float32]:
-        return _concatenate(self.chunks)
 
 
 def _concatenate(chunks: list[npt.NDArray[np.float32]]) -> npt.NDArray[np.float32]:
@@ -224,22 +203,20 @@ class _Duration:
     """
 
     def __init__(self, max_seconds: float) -> None:
-        self._max_seconds = max_seconds
         self._limit = Fraction(max_seconds)
         self._earlier = Fraction(0)
         self._rate = 0
         self._samples = 0
         self._allowed = 0
 
-    def add(self, samples: int, rate: int) -> None:
-        """Count `samples` at `rate`; raises `AudioTooLong` once past the bound."""
+    def add(self, samples: int, rate: int) -> bool:
+        """Count `samples` at `rate`; False once the count is past the bound."""
         if rate != self._rate:
             self._earlier = self.seconds
             self._rate, self._samples = rate, 0
             self._allowed = math.floor((self._limit - self._earlier) * rate)
         self._samples += samples
-        if self._samples > self._allowed:
-            raise AudioTooLong(self._max_seconds)
+        return self._samples <= self._allowed
 
     @property
     def seconds(self) -> Fraction:
