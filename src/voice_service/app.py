@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -10,10 +11,11 @@ from fastapi import APIRouter, FastAPI
 
 from voice_service.auth.keys import SecretHasher, load_pepper
 from voice_service.cloning.routes import router as cloning_router
-from voice_service.cloning.samples import SampleStore
-from voice_service.cluster import check_pepper
+from voice_service.cloning.samples import sample_store
+from voice_service.cluster import check_connection_budget, check_pepper
 from voice_service.context import AppContext
 from voice_service.db import (
+    STARTUP_STATEMENT_TIMEOUT,
     create_engine,
     hold_startup_lock,
     migrate,
@@ -31,6 +33,7 @@ from voice_service.middleware import (
 from voice_service.openapi import install_openapi
 from voice_service.pool import InferencePool
 from voice_service.ratelimit import RateLimiter
+from voice_service.requestlog.spool import LogSpool
 from voice_service.requestlog.writer import RequestLogWriter
 from voice_service.server import STATE_KEY, ConnectionPolicy
 from voice_service.settings import Settings
@@ -40,6 +43,7 @@ from voice_service.uploads import MULTIPART_OVERHEAD_BYTES
 from voice_service.voices.listing import VoiceListing
 from voice_service.voices.repository import list_catalogue, sync_catalogue
 from voice_service.voices.routes import router as voices_router
+from voice_service.workdir import ProcessDir, claim_orphans
 
 API_PREFIX = "/api/v1"
 
@@ -53,29 +57,45 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
     pepper = load_pepper(settings)
     db = create_engine(settings)
     sessions = session_factory(db)
+    log_writer = RequestLogWriter(sessions)
     context = AppContext(
         settings=settings,
         db=db,
         sessions=sessions,
         hasher=SecretHasher(pepper),
-        limiter=RateLimiter(settings.redis_url),
+        limiter=RateLimiter(
+            settings.redis_url,
+            timeout=settings.redis_timeout_seconds,
+            processes=settings.cluster_nodes * settings.workers,
+        ),
         pool=InferencePool(settings.pool_size, settings.queue_timeout_seconds),
-        samples=SampleStore(settings.data_dir / "samples"),
+        samples=sample_store(settings, sessions),
+        request_log=log_writer,
     )
-
-    log_writer = RequestLogWriter(sessions)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[dict[str, Any]]:
-        await migrate(db)
-        loaded = engines if engines is not None else await context.pool.run(Engines.load, settings)
-        async with transaction(sessions) as session:
-            await hold_startup_lock(session)
-            await check_pepper(session, pepper)
-            await sync_catalogue(session, loaded.catalogue())
-            context.voice_listing = VoiceListing(await list_catalogue(session))
+        # Start-up waits its turn behind other nodes: statements longer than requests'.
+        startup_db = create_engine(settings, STARTUP_STATEMENT_TIMEOUT)
+        try:
+            await migrate(startup_db)
+            loaded = (
+                engines if engines is not None else await context.pool.run(Engines.load, settings)
+            )
+            async with transaction(session_factory(startup_db)) as session:
+                await hold_startup_lock(session)
+                await check_pepper(session, pepper)
+                await check_connection_budget(session, settings)
+                await sync_catalogue(session, loaded.catalogue())
+                context.voice_listing = VoiceListing(await list_catalogue(session))
+        finally:
+            await startup_db.dispose()
+        # S3 samples a crash left without their voice (see cloning/samples.py).
+        await context.samples.sweep()
         context.engines = loaded
-        log_writer.start()
+        workdir, spool = await asyncio.to_thread(_claim_workdir, settings)
+        context.workdir = workdir
+        log_writer.start(spool)
         # The state reaches the server protocol too (voice_service.server): its timeouts
         # and its malformed-request rows go through this writer.
         policy = ConnectionPolicy(
@@ -85,8 +105,11 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
             yield {STATE_KEY: policy}
         finally:
             await log_writer.stop()
+            await context.limiter.close()
             context.pool.shutdown()
             await db.dispose()
+            # A spool the database has not taken is left for the next start to replay.
+            await asyncio.to_thread(workdir.release if log_writer.spooling else workdir.remove)
 
     app = FastAPI(
         title="Voice Service",
@@ -121,3 +144,14 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
     app.add_middleware(RequestContextMiddleware, write_log=log_writer.write)
     install_openapi(app)
     return app
+
+
+def _claim_workdir(settings: Settings) -> tuple[ProcessDir, LogSpool]:
+    """This process's own directory, and its spool holding those of dead processes."""
+    workdir = ProcessDir.claim(settings.data_dir)
+    spool = LogSpool(workdir.spool, settings.log_spool_max_bytes)
+    for orphan in claim_orphans(settings.data_dir):
+        if orphan.spool.exists():
+            spool.adopt(orphan.spool)
+        orphan.remove()
+    return workdir, spool

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -76,11 +77,22 @@ def _json_default(value: object) -> str:
 def serve(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
-    workers: Annotated[int, typer.Option(min=1, help="Processes (needs REDIS_URL if > 1).")] = 1,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            min=1, help="Processes (default: VOICE_SERVICE_WORKERS or 1; > 1 needs REDIS_URL)."
+        ),
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Start the API on http://HOST:PORT/api/v1 (migrates the database first)."""
     settings = Settings()
+    if workers is None:
+        workers = settings.workers
+    # Each process reads its settings anew: they learn the node's process count from this
+    # (the connection budget and the rate limit's per-process share while Redis is down).
+    os.environ["VOICE_SERVICE_WORKERS"] = str(workers)
+    settings = settings.model_copy(update={"workers": workers})
     if workers > 1 and not settings.redis_url:
         typer.echo(
             "error: --workers > 1 needs VOICE_SERVICE_REDIS_URL so that every process "
@@ -116,6 +128,7 @@ async def _bootstrap(session: AsyncSession, settings: Settings) -> dict[str, str
     await hold_startup_lock(session)
     pepper = load_pepper(settings)
     await cluster.check_pepper(session, pepper)
+    await cluster.check_connection_budget(session, settings)
     first = await cluster.recorded(session, cluster.FIRST_ORGANIZATION)
     if first is not None:
         return {"org_id": first}

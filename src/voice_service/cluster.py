@@ -10,11 +10,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 
-from sqlalchemy import select
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from voice_service.db import insert_if_absent
 from voice_service.models import ServiceMeta
+from voice_service.settings import Settings
 
 PEPPER_FINGERPRINT = "pepper_fingerprint"
 FIRST_ORGANIZATION = "first_organization"
@@ -41,14 +42,31 @@ async def check_pepper(session: AsyncSession, pepper: bytes) -> None:
         )
 
 
+async def check_connection_budget(session: AsyncSession, settings: Settings) -> None:
+    """Raise if this node's processes could open more PostgreSQL connections than the
+    server takes from clients: past that, requests would fail under load, not at start."""
+    if session.get_bind().dialect.name != "postgresql":
+        return
+    limit = int(await session.scalar(text("SHOW max_connections")) or 0)
+    reserved = int(await session.scalar(text("SHOW superuser_reserved_connections")) or 0)
+    available = limit - reserved
+    needed = settings.workers * settings.db_connections_per_process
+    if needed > available:
+        raise ClusterMismatch(
+            f"this node may open {needed} PostgreSQL connections ({settings.workers} "
+            f"workers x (VOICE_SERVICE_DB_POOL_SIZE {settings.db_pool_size} + "
+            f"VOICE_SERVICE_DB_MAX_OVERFLOW {settings.db_max_overflow})), but the server's "
+            f"max_connections {limit} leaves {available} for clients ({reserved} reserved). "
+            "Lower the pool settings or --workers, or raise max_connections."
+        )
+
+
 async def claim(session: AsyncSession, key: str, value: str) -> str:
     """Record `value` under `key` unless a value is recorded; return the recorded value.
 
     Concurrent claims serialize on the key's primary key: one inserts, the others wait for
     its transaction and then see its value."""
-    dialect = session.get_bind().dialect.name
-    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    await session.execute(insert(ServiceMeta).values(key=key, value=value).on_conflict_do_nothing())
+    await session.execute(insert_if_absent(session, ServiceMeta).values(key=key, value=value))
     stored = await recorded(session, key)
     assert stored is not None
     return stored

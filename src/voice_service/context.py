@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
@@ -12,8 +13,10 @@ from voice_service.engines.deadline import InferenceBudget
 from voice_service.engines.registry import Engines
 from voice_service.pool import InferencePool
 from voice_service.ratelimit import RateLimiter
+from voice_service.requestlog.writer import RequestLogWriter
 from voice_service.settings import Settings
 from voice_service.voices.listing import VoiceListing
+from voice_service.workdir import ProcessDir
 
 
 @dataclass(slots=True)
@@ -25,9 +28,16 @@ class AppContext:
     limiter: RateLimiter
     pool: InferencePool
     samples: SampleStore
+    request_log: RequestLogWriter
     # Set by the lifespan once models are loaded and the catalogue synced.
     engines: Engines | None = None
     voice_listing: VoiceListing | None = None
+    workdir: ProcessDir | None = None
+
+    @property
+    def uploads_dir(self) -> Path:
+        assert self.workdir is not None, "the lifespan has not run"
+        return self.workdir.uploads
 
     @property
     def inference_budget(self) -> InferenceBudget:

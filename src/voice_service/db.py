@@ -11,7 +11,8 @@ from typing import Any, TypeVar
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Connection, event, text
+from sqlalchemy import Connection, Insert, event, text
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
     AsyncSession,
@@ -25,12 +26,28 @@ T = TypeVar("T")
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 STARTUP_LOCK = 7262011  # an arbitrary advisory-lock key owned by this service
+# Migrations and start-up work wait on other nodes' turns under the start-up lock.
+STARTUP_STATEMENT_TIMEOUT = 300.0
 
 
-def create_engine(settings: Settings) -> AsyncEngine:
+def create_engine(settings: Settings, statement_timeout: float | None = None) -> AsyncEngine:
+    """The engine requests use. On PostgreSQL every connect, statement and pool checkout
+    is bounded (a black-holed server must cost a request seconds, not forever); start-up
+    work that waits on other nodes passes a longer `statement_timeout`."""
     url = settings.resolved_database_url
     if not settings.is_sqlite:
-        return create_async_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+        timeout = settings.db_timeout_seconds
+        return create_async_engine(
+            url,
+            pool_pre_ping=True,
+            pool_size=settings.db_pool_size,
+            max_overflow=settings.db_max_overflow,
+            pool_timeout=settings.db_pool_timeout_seconds,
+            connect_args={
+                "timeout": timeout,
+                "command_timeout": statement_timeout or timeout,
+            },
+        )
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     engine = create_async_engine(url, connect_args={"timeout": 30})
     event.listen(engine.sync_engine, "connect", _configure_sqlite)
@@ -64,9 +81,15 @@ async def transaction(
         yield session
 
 
+def insert_if_absent(session: AsyncSession, model: type[Any]) -> Insert:
+    """An INSERT that skips rows whose key exists (PostgreSQL and SQLite alike)."""
+    insert = postgresql.insert if session.get_bind().dialect.name == "postgresql" else sqlite.insert
+    return insert(model).on_conflict_do_nothing()
+
+
 async def run_in_transaction(settings: Settings, work: Callable[[AsyncSession], Awaitable[T]]) -> T:
     """One unit of work on a migrated database, outside any app (the admin CLI, tests)."""
-    engine = create_engine(settings)
+    engine = create_engine(settings, STARTUP_STATEMENT_TIMEOUT)
     try:
         await migrate(engine)
         async with transaction(session_factory(engine)) as session:

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.datastructures import MutableHeaders
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -23,12 +24,15 @@ from voice_service.errors import (
     envelope_bytes,
 )
 from voice_service.ids import new_id
+from voice_service.requestlog.record import RequestRecord
 from voice_service.requestlog.repository import LogEntry
 
 logger = logging.getLogger(__name__)
 
+# What an unreachable or silent database or Redis raises (sockets, timeouts, the pool).
+OUTAGES = (OSError, TimeoutError, OperationalError, InterfaceError, PoolTimeout)
+
 LogWriter = Callable[[LogEntry], Awaitable[None]]
-MAX_LOGGED_PATH = 2048  # the column's width: a longer path must not cost the row
 # Set in a request's scope state by the server protocol (voice_service.server) when the
 # bytes after the headers are not valid HTTP framing (a bad chunk size): the request is
 # the app's, so the app answers it, with its own id and log row.
@@ -66,10 +70,11 @@ class RequestContextMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        started = time.perf_counter()
         request_id = new_id("req")
+        record = RequestRecord(request_id, scope["method"], scope["path"])
         state: dict[str, Any] = scope.setdefault("state", {})
         state["request_id"] = request_id
+        state["record"] = record
         response_started = False
 
         async def send_with_context(message: Message) -> None:
@@ -82,7 +87,7 @@ class RequestContextMiddleware:
                 if quota is not None:
                     for name, value in quota.headers().items():
                         headers.setdefault(name, value)
-                await self._log(scope, state, message["status"], started)
+                await self._log(state, message["status"])
             await send(message)
 
         try:
@@ -92,26 +97,26 @@ class RequestContextMiddleware:
             # no traceback; the row says so, and nothing was billed (no work was done).
             if not response_started:
                 state["error_code"] = ClientClosedRequest.code
-                await self._log(scope, state, ClientClosedRequest.status, started)
-        except Exception:
-            logger.exception("unhandled error in request %s", request_id)
+                await self._log(state, ClientClosedRequest.status)
+        except Exception as exc:
+            if isinstance(exc, OUTAGES):  # one line each, not a traceback per request
+                logger.error(
+                    "request %s failed: a backing service is unavailable: %r", request_id, exc
+                )
+            else:
+                logger.exception("unhandled error in request %s", request_id)
             if response_started:
                 raise
+            if record.written:
+                logger.error("request %s failed after its success was committed", request_id)
             state["error_code"] = InternalError.code
             await send_json_error(send_with_context, InternalError(), request_id)
 
-    async def _log(self, scope: Scope, state: dict[str, Any], status: int, started: float) -> None:
-        principal = state.get("principal")
-        entry = LogEntry(
-            request_id=state["request_id"],
-            org_id=principal.org_id if principal else None,
-            key_id=principal.key_id if principal else None,
-            method=scope["method"],
-            path=scope["path"][:MAX_LOGGED_PATH],
-            status=status,
-            error_code=state.get("error_code"),
-            duration_ms=round((time.perf_counter() - started) * 1000),
-        )
+    async def _log(self, state: dict[str, Any], status: int) -> None:
+        record: RequestRecord = state["record"]
+        if record.written:  # committed with its billed success
+            return
+        entry = record.entry(status, state.get("principal"), state.get("error_code"))
         await record_request(self.write_log, entry)
 
 

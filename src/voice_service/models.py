@@ -5,7 +5,17 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from sqlalchemy import JSON, DateTime, ForeignKey, Index, Integer, String, Text, TypeDecorator
+from sqlalchemy import (
+    JSON,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    TypeDecorator,
+)
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -87,9 +97,22 @@ class Voice(Base):
     consented_at: Mapped[datetime | None]
     consent_key_id: Mapped[str | None] = mapped_column(String(40))
     sample_sha256: Mapped[str | None] = mapped_column(String(64))
-    sample_path: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     deleted_at: Mapped[datetime | None]
+
+
+class VoiceSample(Base):
+    """A clone's consented sample, the record of what was cloned (synthesis uses only the
+    profile). The default sample store: every node reaches it, and the voice's delete
+    removes it in the same transaction. A table of its own, so that reading voices never
+    reads megabytes of audio."""
+
+    __tablename__ = "voice_samples"
+
+    voice_id: Mapped[str] = mapped_column(ForeignKey("voices.id"), primary_key=True)
+    org_id: Mapped[str] = mapped_column(ForeignKey("organizations.id"))
+    content: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class RequestLogEntry(Base):

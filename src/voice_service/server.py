@@ -34,10 +34,10 @@ from voice_service.errors import (
 from voice_service.ids import new_id
 from voice_service.middleware import (
     MALFORMED_BODY,
-    MAX_LOGGED_PATH,
     LogWriter,
     record_request,
 )
+from voice_service.requestlog.record import MAX_LOGGED_PATH
 from voice_service.requestlog.repository import LogEntry
 
 logger = logging.getLogger(__name__)

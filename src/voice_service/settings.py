@@ -4,18 +4,38 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Annotated
+from urllib.parse import urlsplit
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 SERVICES = ("text-to-speech", "speech-to-text", "asr", "cloning")
+
+
+def _sample_store_url(value: str | None) -> str | None:
+    if not value:
+        return None  # an empty variable means the default, as unset
+    url = urlsplit(value)
+    if url.scheme != "s3" or not url.netloc or url.query or url.fragment:
+        raise ValueError(
+            f"{value!r} is not s3://bucket/prefix; unset it to keep samples in the database"
+        )
+    return value
 
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="VOICE_SERVICE_", env_file=".env", extra="ignore")
 
     data_dir: Path = Field(
-        Path("./data"), description="Where the SQLite database, joined models and samples live."
+        Path("./data"),
+        description="The SQLite database, the joined model, each process's scratch files.",
+    )
+    sample_store: Annotated[str | None, AfterValidator(_sample_store_url)] = Field(
+        None,
+        description="Where clone samples live: unset for the database, or s3://bucket/prefix "
+        "for an S3-compatible store, reached through boto3's standard environment "
+        "(AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_DEFAULT_REGION).",
     )
     database_url: str | None = Field(
         None,
@@ -82,6 +102,43 @@ class Settings(BaseSettings):
         description="Open connections per node (split evenly among --workers processes); "
         "connections beyond it are closed at once.",
     )
+
+    workers: int = Field(
+        1, ge=1, description="Processes `serve` starts on this node (its --workers overrides it)."
+    )
+    cluster_nodes: int = Field(
+        1,
+        ge=1,
+        description="Nodes sharing the Redis. While Redis is unreachable each process allows "
+        "a key its limit / (nodes x workers), so the cluster stays within the limit.",
+    )
+    redis_timeout_seconds: float = Field(
+        2.0, gt=0, description="Longest wait for Redis to connect or answer one command."
+    )
+    db_timeout_seconds: float = Field(
+        2.0,
+        gt=0,
+        description="Longest wait for PostgreSQL to connect or answer one statement.",
+    )
+    db_pool_size: int = Field(
+        5, ge=1, description="PostgreSQL connections each process keeps open."
+    )
+    db_max_overflow: int = Field(
+        5, ge=0, description="Extra PostgreSQL connections a process may open under load."
+    )
+    db_pool_timeout_seconds: float = Field(
+        2.0, gt=0, description="Longest wait for a free pooled connection; then 500."
+    )
+    log_spool_max_bytes: int = Field(
+        64 * 1024 * 1024,
+        ge=1024,
+        description="Disk each process may use for request-log rows the database could not "
+        "take (replayed when it is back).",
+    )
+
+    @property
+    def db_connections_per_process(self) -> int:
+        return self.db_pool_size + self.db_max_overflow
 
     @property
     def resolved_database_url(self) -> str:

@@ -25,7 +25,6 @@ from voice_service.errors import (
     PayloadTooLarge,
     UnsupportedMediaType,
 )
-from voice_service.settings import Settings
 
 # Room for the boundaries and part headers around a file of the full allowed size.
 MULTIPART_OVERHEAD_BYTES = 64 * 1024
@@ -58,9 +57,12 @@ def audio_errors_as_api_errors(what: str) -> Iterator[None]:
 
 
 @asynccontextmanager
-async def receive_audio_upload(request: Request, settings: Settings) -> AsyncIterator[Upload]:
-    """The request's `file` (under the configured cap) and text fields; the file is
-    deleted on exit."""
+async def receive_audio_upload(
+    request: Request, max_bytes: int, directory: Path
+) -> AsyncIterator[Upload]:
+    """The request's `file` (at most `max_bytes`) and text fields. The file lands in
+    `directory` (the process's own: what a crash leaves there is removed at the next
+    start) and is deleted on exit, whatever the exit."""
     content_type = request.headers.get("content-type", "")
     if not content_type.lower().startswith("multipart/form-data"):
         raise InvalidRequest("Content-Type must be multipart/form-data with a file field.")
@@ -72,10 +74,10 @@ async def receive_audio_upload(request: Request, settings: Settings) -> AsyncIte
         file = form.get("file")
         if not isinstance(file, UploadFile):
             raise InvalidRequest("file: an audio file is required.")
-        if file.size is not None and file.size > settings.max_upload_bytes:
-            raise PayloadTooLarge(f"file: the file exceeds {settings.max_upload_bytes} bytes.")
+        if file.size is not None and file.size > max_bytes:
+            raise PayloadTooLarge(f"file: the file exceeds {max_bytes} bytes.")
         fields = {k: v for k, v in form.multi_items() if isinstance(v, str)}
-        path = await asyncio.to_thread(_spool_to_named_file, file, settings.data_dir / "tmp")
+        path = await asyncio.to_thread(_spool_to_named_file, file, directory)
         try:
             yield Upload(path=path, fields=fields)
         finally:
@@ -84,10 +86,13 @@ async def receive_audio_upload(request: Request, settings: Settings) -> AsyncIte
         await form.close()
 
 
-def _spool_to_named_file(file: UploadFile, tmp_dir: Path) -> Path:
+def _spool_to_named_file(file: UploadFile, directory: Path) -> Path:
     # The parser spools to an anonymous file; decoders want a path.
-    tmp_dir.mkdir(parents=True, exist_ok=True)
     file.file.seek(0)
-    with tempfile.NamedTemporaryFile(dir=tmp_dir, prefix="upload-", delete=False) as target:
-        shutil.copyfileobj(file.file, target, length=1024 * 1024)
+    with tempfile.NamedTemporaryFile(dir=directory, prefix="upload-", delete=False) as target:
+        try:
+            shutil.copyfileobj(file.file, target, length=1024 * 1024)
+        except BaseException:  # a full disk, a cancelled request: no file left behind
+            Path(target.name).unlink(missing_ok=True)
+            raise
     return Path(target.name)

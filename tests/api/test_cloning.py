@@ -20,7 +20,7 @@ from tests.api.test_errors import assert_error
 from tests.api.test_text_to_speech import JOE, speak, usage_units
 from tests.conftest import Tenant, Tenants
 from voice_service.engines.protocols import Pcm
-from voice_service.models import Voice
+from voice_service.models import Voice, VoiceSample
 from voice_service.settings import Settings
 from voice_service.tenancy import service as tenancy
 
@@ -252,15 +252,14 @@ async def test_delete_removes_sample_and_profile(
     client: httpx.AsyncClient, tenants: Tenants, tenant: Tenant, sample: bytes
 ) -> None:
     voice_id = (await clone(client, tenant, sample)).json()["voice"]["id"]
-    stored = await tenants.run(lambda s: s.get(Voice, voice_id))
-    assert stored is not None and stored.sample_path and Path(stored.sample_path).is_file()
+    assert await tenants.run(lambda s: s.get(VoiceSample, voice_id)) is not None
 
     response = await client.delete(f"/voices/{voice_id}", headers=tenant.headers)
     assert response.status_code == 200
     assert response.json() == {"deleted": True, "id": voice_id}
     row = await tenants.run(lambda s: s.get(Voice, voice_id))
     assert row is not None and row.profile is None and row.deleted_at is not None
-    assert not Path(stored.sample_path).exists()
+    assert await tenants.run(lambda s: s.get(VoiceSample, voice_id)) is None
     listed = (await client.get("/voices", headers=tenant.headers)).json()["voices"]
     assert voice_id not in {v["id"] for v in listed}
     assert_error(await speak(client, tenant, "Hello.", voice_id), 404, "NOT_FOUND")

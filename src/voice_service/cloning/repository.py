@@ -1,11 +1,14 @@
-"""SQL for cloned voices: the org-serialized limit check, insertion and deletion."""
+"""SQL for cloned voices: the org-serialized limit check, insertion and deletion, and
+their samples in the database."""
 
 from __future__ import annotations
 
-from sqlalchemy import func, null, select, update
+from collections.abc import Collection
+
+from sqlalchemy import delete, func, null, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from voice_service.models import Organization, Voice, utcnow
+from voice_service.models import Organization, Voice, VoiceSample, utcnow
 from voice_service.voices.repository import CLONED
 
 
@@ -41,9 +44,11 @@ async def count_live_clones(session: AsyncSession, org_id: str) -> int:
 
 
 async def delete_clone(session: AsyncSession, org_id: str, voice_id: str) -> bool:
-    """Mark the org's live clone deleted and drop its profile; False if there is none.
+    """Mark the org's live clone deleted and drop its profile and any sample row kept in
+    the database; False if there is none.
 
-    One conditional UPDATE, so of two concurrent deletes exactly one matches the row."""
+    One conditional UPDATE, so of two concurrent deletes exactly one matches the row. The
+    sample row goes whichever store is configured now, so a switch to S3 leaves none."""
     result = await session.execute(
         update(Voice)
         .where(
@@ -52,6 +57,25 @@ async def delete_clone(session: AsyncSession, org_id: str, voice_id: str) -> boo
             Voice.type == CLONED,
             Voice.deleted_at.is_(None),
         )
-        .values(deleted_at=utcnow(), profile=null(), sample_path=None)
+        .values(deleted_at=utcnow(), profile=null())
     )
-    return bool(result.rowcount)  # type: ignore[attr-defined]
+    if not result.rowcount:  # type: ignore[attr-defined]
+        return False
+    await session.execute(
+        delete(VoiceSample).where(VoiceSample.voice_id == voice_id, VoiceSample.org_id == org_id)
+    )
+    return True
+
+
+def add_sample(session: AsyncSession, org_id: str, voice_id: str, content: bytes) -> None:
+    session.add(VoiceSample(voice_id=voice_id, org_id=org_id, content=content))
+
+
+async def live_clones(session: AsyncSession, voice_ids: Collection[str]) -> set[tuple[str, str]]:
+    """(org id, voice id) of those of `voice_ids` that are live clones."""
+    rows = await session.execute(
+        select(Voice.org_id, Voice.id).where(
+            Voice.id.in_(voice_ids), Voice.type == CLONED, Voice.deleted_at.is_(None)
+        )
+    )
+    return {(org_id, voice_id) for org_id, voice_id in rows if org_id is not None}

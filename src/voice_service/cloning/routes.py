@@ -52,10 +52,12 @@ async def create_clone(
     context: Context,
     principal: Annotated[Principal, Depends(require_service("cloning"))],
 ) -> ClonedVoice:
-    async with receive_audio_upload(request, context.settings) as upload:
+    async with receive_audio_upload(
+        request, context.settings.max_upload_bytes, context.uploads_dir
+    ) as upload:
         clone_request = validate_clone_fields(upload.fields)
         voice = await clone_voice(
-            context, principal, request.state.request_id, clone_request, upload.path
+            context, principal, request.state.record, clone_request, upload.path
         )
     return ClonedVoice(voice=Voice.of(voice))
 

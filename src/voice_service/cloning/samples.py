@@ -1,30 +1,223 @@
-"""Voice samples kept on disk under the data dir, one file per cloned voice.
+"""Where clones' consented samples live: in the database (default) or an S3-compatible store.
 
-In a cluster the data dir's samples/ folder must be shared storage (profiles, which
-synthesis needs, live in the database; samples are kept only as the consented record).
+Every node of a cluster reaches either, so a delete through any node removes the sample.
+Samples are kept only as the consented record; synthesis uses the profile in `voices`.
+
+The interface follows the clone and delete flows:
+
+    async with store.saving(org_id, voice_id, path) as save, transaction(sessions) as session:
+        ...                      # insert the voice and its usage row
+        await save(session)      # the sample joins the clone's transaction
+
+    async with transaction(sessions) as session:
+        await repository.delete_clone(session, org_id, voice_id)  # drops a database sample
+    await store.deleted(org_id, voice_id)                          # after the commit
+
+The database store inserts the sample in the clone's transaction, so a failed clone leaves
+nothing. The S3 store uploads before the transaction (never while it holds the org's clone
+lock) and deletes the object again if the voice did not commit; it deletes a deleted voice's
+object only after the commit, so a rolled-back delete keeps it. A crash between the two steps
+leaves an object without a live voice: `sweep`, run at every start, removes those.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
+import asyncio
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from voice_service.cloning import repository
+from voice_service.errors import ProviderError
+from voice_service.models import utcnow
+from voice_service.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+SaveStep = Callable[[AsyncSession], Awaitable[None]]
+
+# An object younger than this may belong to a clone still committing on another node.
+ORPHAN_GRACE = timedelta(hours=1)
+# Short, so an unreachable store costs a clone seconds (then 502), not a hung request.
+S3_TIMEOUT_SECONDS = 5.0
+S3_MAX_ATTEMPTS = 2
 
 
-class SampleStore:
-    def __init__(self, root: Path) -> None:
-        self._root = root
+class SampleStore(ABC):
+    @abstractmethod
+    def saving(
+        self, org_id: str, voice_id: str, sample: Path
+    ) -> AbstractAsyncContextManager[SaveStep]:
+        """Wraps the clone's transaction; the step it yields runs inside that transaction.
+        Raises ProviderError when the store fails (nothing is then committed or billed)."""
 
-    def path_for(self, org_id: str, voice_id: str) -> Path:
-        return self._root / org_id / voice_id
+    @abstractmethod
+    async def deleted(self, org_id: str, voice_id: str) -> None:
+        """The voice's delete has committed: remove what the transaction could not."""
 
-    def save(self, org_id: str, voice_id: str, source: Path) -> Path:
-        target = self.path_for(org_id, voice_id)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_suffix(".partial")
-        shutil.copyfile(source, partial)
-        os.replace(partial, target)  # never a half-written sample under the final name
-        return target
+    @abstractmethod
+    async def sweep(self, grace: timedelta | None = None) -> int:
+        """Remove samples older than `grace` (default ORPHAN_GRACE) whose voice is not
+        live; returns how many."""
 
-    def delete(self, org_id: str, voice_id: str) -> None:
-        self.path_for(org_id, voice_id).unlink(missing_ok=True)
+
+class DatabaseSampleStore(SampleStore):
+    """Samples in `voice_samples`, inserted and (by `repository.delete_clone`) deleted in
+    the voice's own transactions: nothing to clean up, ever. The sample is read before the
+    transaction; it is at most the upload cap (25 MiB by default)."""
+
+    @asynccontextmanager
+    async def saving(self, org_id: str, voice_id: str, sample: Path) -> AsyncIterator[SaveStep]:
+        content = await asyncio.to_thread(sample.read_bytes)
+
+        async def save(session: AsyncSession) -> None:
+            repository.add_sample(session, org_id, voice_id, content)
+
+        yield save
+
+    async def deleted(self, org_id: str, voice_id: str) -> None:
+        pass  # `repository.delete_clone` removed the row in the delete's own transaction
+
+    async def sweep(self, grace: timedelta | None = None) -> int:
+        return 0  # a row never outlives its voice's transactions
+
+
+async def _nothing_to_save(_session: AsyncSession) -> None:
+    pass
+
+
+class S3SampleStore(SampleStore):
+    """Samples as objects `<prefix>/<org_id>/<voice_id>` in an S3-compatible bucket.
+
+    boto3 is synchronous: each call runs in a worker thread, with short timeouts and one
+    retry, so a store that does not answer costs a clone seconds, then a 502."""
+
+    def __init__(
+        self, bucket: str, prefix: str, sessions: async_sessionmaker[AsyncSession]
+    ) -> None:
+        try:
+            import boto3
+            from botocore.config import Config
+            from botocore.exceptions import BotoCoreError, ClientError
+        except ImportError:
+            raise RuntimeError(
+                "VOICE_SERVICE_SAMPLE_STORE=s3://... needs boto3: pip install 'voice-service[s3]'."
+            ) from None
+        config = Config(
+            connect_timeout=S3_TIMEOUT_SECONDS,
+            read_timeout=S3_TIMEOUT_SECONDS,
+            retries={"max_attempts": S3_MAX_ATTEMPTS, "mode": "standard"},
+        )
+        # Endpoint, credentials and region come from boto3's standard environment.
+        self._client: Any = boto3.session.Session().client("s3", config=config)
+        self._errors: tuple[type[Exception], ...] = (BotoCoreError, ClientError)
+        self.bucket = bucket
+        self.prefix = prefix
+        self._sessions = sessions
+
+    def key(self, org_id: str, voice_id: str) -> str:
+        return "/".join(part for part in (self.prefix, org_id, voice_id) if part)
+
+    @asynccontextmanager
+    async def saving(self, org_id: str, voice_id: str, sample: Path) -> AsyncIterator[SaveStep]:
+        key = self.key(org_id, voice_id)
+        await self._call(self._upload, key, sample)
+        try:
+            yield _nothing_to_save
+        except BaseException:
+            await self._discard(org_id, voice_id)
+            raise
+
+    def _upload(self, key: str, sample: Path) -> None:
+        with sample.open("rb") as body:  # streamed from the upload's temporary file
+            self._client.put_object(Bucket=self.bucket, Key=key, Body=body)
+
+    async def _discard(self, org_id: str, voice_id: str) -> None:
+        """Delete the object of a clone that failed, unless the voice committed after all
+        (a commit whose answer was lost raises, yet may have landed)."""
+        key = self.key(org_id, voice_id)
+        try:
+            async with self._sessions() as session:
+                if await repository.live_clones(session, [voice_id]):
+                    return
+            await self._call(self._client.delete_object, Bucket=self.bucket, Key=key)
+        except Exception:
+            logger.warning("sample %s left for the start-up sweep", key, exc_info=True)
+
+    async def deleted(self, org_id: str, voice_id: str) -> None:
+        key = self.key(org_id, voice_id)
+        try:
+            await self._call(self._client.delete_object, Bucket=self.bucket, Key=key)
+        except ProviderError:
+            # The voice is deleted either way; the next start's sweep removes the object.
+            logger.warning("sample %s left for the start-up sweep", key)
+
+    async def sweep(self, grace: timedelta | None = None) -> int:
+        """Run at start: a failing store is logged, not fatal (speech needs no samples)."""
+        cutoff = utcnow() - (ORPHAN_GRACE if grace is None else grace)
+        paginator = self._client.get_paginator("list_objects_v2")
+        prefix = f"{self.prefix}/" if self.prefix else ""
+        pages: Iterator[Mapping[str, Any]] = iter(
+            paginator.paginate(Bucket=self.bucket, Prefix=prefix)
+        )
+        removed = 0
+        try:
+            # Page by page (1,000 keys each), so memory does not grow with the bucket.
+            while (page := await self._call(next, pages, None)) is not None:
+                removed += await self._sweep_page(page.get("Contents", []), cutoff)
+        except ProviderError:  # the cause is logged; orphans wait for the next start
+            logger.error("sample sweep of s3://%s/%s did not finish", self.bucket, prefix)
+        if removed:
+            logger.info("sample sweep removed %d orphaned samples", removed)
+        return removed
+
+    async def _sweep_page(self, objects: Sequence[Mapping[str, Any]], cutoff: datetime) -> int:
+        candidates: dict[str, tuple[str, str]] = {}
+        for obj in objects:
+            owner = self._owner(obj["Key"])
+            if owner is not None and obj["LastModified"] < cutoff:
+                candidates[obj["Key"]] = owner
+        if not candidates:
+            return 0
+        async with self._sessions() as session:
+            live = await repository.live_clones(session, {v for _, v in candidates.values()})
+        orphans = [key for key, owner in candidates.items() if owner not in live]
+        if not orphans:
+            return 0
+        answer = await self._call(
+            self._client.delete_objects,
+            Bucket=self.bucket,
+            Delete={"Objects": [{"Key": key} for key in orphans], "Quiet": True},
+        )
+        return len(orphans) - len(answer.get("Errors", []))
+
+    def _owner(self, key: str) -> tuple[str, str] | None:
+        """(org id, voice id) of one of our keys; None for anything else under the prefix."""
+        relative = key[len(self.prefix) + 1 :] if self.prefix else key
+        parts = relative.split("/")
+        if len(parts) != 2 or not all(parts):
+            return None
+        return parts[0], parts[1]
+
+    async def _call(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        try:
+            return await asyncio.to_thread(function, *args, **kwargs)
+        except self._errors as exc:
+            logger.error("sample store s3://%s failed: %r", self.bucket, exc)
+            raise ProviderError("The sample store failed; the request is safe to retry.") from exc
+
+
+def sample_store(settings: Settings, sessions: async_sessionmaker[AsyncSession]) -> SampleStore:
+    """The store VOICE_SERVICE_SAMPLE_STORE names (validated by Settings)."""
+    if settings.sample_store is None:
+        return DatabaseSampleStore()
+    location = urlsplit(settings.sample_store)
+    return S3SampleStore(location.netloc, location.path.strip("/"), sessions)

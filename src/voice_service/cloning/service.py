@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
 from dataclasses import dataclass
@@ -28,8 +27,9 @@ from voice_service.engines.world import (
 from voice_service.errors import InvalidRequest, ProviderError, VoiceNotFound
 from voice_service.ids import new_id
 from voice_service.models import Voice, utcnow
+from voice_service.requestlog.record import RequestRecord
 from voice_service.uploads import audio_errors_as_api_errors
-from voice_service.usage.repository import record_usage
+from voice_service.usage.billing import billed_success
 from voice_service.voices.repository import CLONED
 
 logger = logging.getLogger(__name__)
@@ -71,7 +71,11 @@ def validate_clone_fields(fields: dict[str, str]) -> CloneRequest:
 
 
 async def clone_voice(
-    context: AppContext, principal: Principal, request_id: str, request: CloneRequest, sample: Path
+    context: AppContext,
+    principal: Principal,
+    record: RequestRecord,
+    request: CloneRequest,
+    sample: Path,
 ) -> Voice:
     default_limit = context.settings.default_clone_limit
     async with context.sessions() as session:
@@ -80,35 +84,32 @@ async def clone_voice(
         live = await repository.count_live_clones(session, principal.org_id)
     _check_limit(live, limit, default_limit)
 
-    analysed = await _analyse(context, request_id, sample)
+    analysed = await _analyse(context, record.request_id, sample)
     voice_id = new_id("voice")
-    store = context.samples
-    stored = await asyncio.to_thread(store.save, principal.org_id, voice_id, sample)
-    try:
-        async with transaction(context.sessions) as session:
-            limit = await repository.lock_org_clone_limit(session, principal.org_id)
-            live = await repository.count_live_clones(session, principal.org_id)
-            _check_limit(live, limit, default_limit)
-            voice = Voice(
-                id=voice_id,
-                org_id=principal.org_id,
-                type=CLONED,
-                name=request.name,
-                language=None,
-                engine_voice=CLONE_BASE_VOICE,
-                profile=analysed.profile.to_dict(),
-                description=request.description,
-                consent=request.consent,
-                consented_at=utcnow(),
-                consent_key_id=principal.key_id,
-                sample_sha256=analysed.sha256,
-                sample_path=str(stored),
-            )
-            session.add(voice)
-            record_usage(session, principal, request_id, ENDPOINT, 1)
-    except BaseException:
-        await asyncio.to_thread(store.delete, principal.org_id, voice_id)
-        raise
+    # The store fails as a 502 and commits nothing; see cloning/samples.py for the order.
+    async with (
+        context.samples.saving(principal.org_id, voice_id, sample) as save_sample,
+        billed_success(context, record, principal, ENDPOINT, 1, status=201) as session,
+    ):
+        limit = await repository.lock_org_clone_limit(session, principal.org_id)
+        live = await repository.count_live_clones(session, principal.org_id)
+        _check_limit(live, limit, default_limit)
+        voice = Voice(
+            id=voice_id,
+            org_id=principal.org_id,
+            type=CLONED,
+            name=request.name,
+            language=None,
+            engine_voice=CLONE_BASE_VOICE,
+            profile=analysed.profile.to_dict(),
+            description=request.description,
+            consent=request.consent,
+            consented_at=utcnow(),
+            consent_key_id=principal.key_id,
+            sample_sha256=analysed.sha256,
+        )
+        session.add(voice)
+        await save_sample(session)
     return voice
 
 
@@ -158,4 +159,4 @@ async def delete_voice(context: AppContext, principal: Principal, voice_id: str)
     if not deleted:
         # Catalogue voices, other organizations' clones, unknown and deleted ids alike.
         raise VoiceNotFound(voice_id)
-    await asyncio.to_thread(context.samples.delete, principal.org_id, voice_id)
+    await context.samples.deleted(principal.org_id, voice_id)

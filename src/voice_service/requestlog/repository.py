@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 
-from sqlalchemy import insert, or_, select, update
+from sqlalchemy import or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from voice_service.models import ApiKey, RequestLogEntry
+from voice_service.db import insert_if_absent
+from voice_service.models import ApiKey, RequestLogEntry, utcnow
 
 # last_used_at is a hint for operators; refreshing it at most once a minute keeps it off
 # the hot path's write volume.
@@ -26,15 +27,20 @@ class LogEntry:
     status: int
     error_code: str | None
     duration_ms: int
+    created_at: datetime = field(default_factory=utcnow)
 
 
 async def insert_entries(
-    session: AsyncSession, entries: Sequence[LogEntry], now: datetime, used_keys: set[str]
+    session: AsyncSession, entries: Sequence[LogEntry], used_keys: set[str]
 ) -> None:
-    """Add log rows, and refresh `used_keys`' last_used_at where it is stale."""
+    """Add log rows, and refresh `used_keys`' last_used_at where it is stale.
+
+    A row whose request id is already there is skipped: a spool replayed again after a
+    crash, or a commit that succeeded although its answer was lost, adds no duplicate."""
     await session.execute(
-        insert(RequestLogEntry), [{**asdict(entry), "created_at": now} for entry in entries]
+        insert_if_absent(session, RequestLogEntry), [asdict(entry) for entry in entries]
     )
+    now = utcnow()
     if used_keys:
         await session.execute(
             update(ApiKey)

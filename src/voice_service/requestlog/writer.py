@@ -1,9 +1,14 @@
-"""Group commit for the request log.
+"""Group commit for the request log, with a local spool for database outages.
 
 Every request writes one row, and its response must not start before that row is durable.
 Committing each row on its own costs a transaction (and on SQLite a contended write lock
 with sleeping retries) per request; here the rows of concurrent requests share one
 transaction, and each request still waits until its own row is committed.
+
+When the database cannot take a batch, the batch goes to the process's spool (fsync'd) and
+the requests go on. While the spool holds rows, new rows join it behind them, so no request
+waits on a database that is known to be failing; a replay task feeds the spool into the
+database a chunk at a time, retrying every second, until it is empty.
 """
 
 from __future__ import annotations
@@ -13,20 +18,23 @@ import contextlib
 import logging
 import math
 import time
+from collections.abc import Sequence
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from voice_service.db import transaction
-from voice_service.models import utcnow
 from voice_service.requestlog.repository import (
     LAST_USED_RESOLUTION,
     LogEntry,
     insert_entries,
 )
+from voice_service.requestlog.spool import LogSpool
 
 logger = logging.getLogger(__name__)
 
 MAX_BATCH = 256
+REPLAY_CHUNK = 1000
+RETRY_SECONDS = 1.0
 LAST_USED_RESOLUTION_SECONDS = LAST_USED_RESOLUTION.total_seconds()
 
 _Pending = tuple[LogEntry, "asyncio.Future[None]"]
@@ -37,29 +45,53 @@ class RequestLogWriter:
         self._sessions = sessions
         self._queue: asyncio.Queue[_Pending] | None = None
         self._task: asyncio.Task[None] | None = None
+        self._spool: LogSpool | None = None
+        self._spool_lock = asyncio.Lock()  # appends and replay bookkeeping take turns
+        self._replayer: asyncio.Task[None] | None = None
         self._refreshed: dict[str, float] = {}  # key id -> monotonic time of last refresh
 
-    def start(self) -> None:
+    @property
+    def spooling(self) -> bool:
+        """Rows wait in the spool for the database."""
+        return self._spool is not None and self._spool.pending
+
+    def start(self, spool: LogSpool | None = None) -> None:
+        self._spool = spool
         self._queue = asyncio.Queue()
         self._task = asyncio.create_task(self._run(self._queue), name="request-log-writer")
+        self._replay_soon()  # what dead processes left, adopted into this spool
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        for task in (self._task, self._replayer):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         if self._queue is not None and not self._queue.empty():
             await self._commit(self._drain(self._queue, []))
-        self._queue = self._task = None
+        self._queue = self._task = self._replayer = None
 
     async def write(self, entry: LogEntry) -> None:
-        """Return once `entry` is committed; raise if committing it failed."""
+        """Return once `entry` is durable (in the database or the spool); else raise."""
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         if self._queue is None:  # not started (no lifespan): commit on the caller's task
             await self._commit([(entry, done)])
         else:
             self._queue.put_nowait((entry, done))
         await done
+
+    def keys_to_refresh(self, entries: Sequence[LogEntry]) -> set[str]:
+        """Keys whose last_used_at this process should refresh with these rows.
+
+        Refreshing it is a second statement; once a minute per key and process is enough
+        for a hint, and the SQL condition keeps processes from repeating it."""
+        now = time.monotonic()
+        due = set()
+        for key_id in {entry.key_id for entry in entries if entry.key_id is not None}:
+            if now - self._refreshed.get(key_id, -math.inf) >= LAST_USED_RESOLUTION_SECONDS:
+                self._refreshed[key_id] = now
+                due.add(key_id)
+        return due
 
     async def _run(self, queue: asyncio.Queue[_Pending]) -> None:
         while True:
@@ -72,24 +104,18 @@ class RequestLogWriter:
             batch.append(queue.get_nowait())
         return batch
 
-    def _keys_to_refresh(self, entries: list[LogEntry]) -> set[str]:
-        # Refreshing last_used_at is a second statement; once a minute per key and process
-        # is enough for a hint, and the SQL condition keeps processes from repeating it.
-        now = time.monotonic()
-        due = set()
-        for key_id in {entry.key_id for entry in entries if entry.key_id is not None}:
-            if now - self._refreshed.get(key_id, -math.inf) >= LAST_USED_RESOLUTION_SECONDS:
-                self._refreshed[key_id] = now
-                due.add(key_id)
-        return due
-
     async def _commit(self, batch: list[_Pending]) -> None:
         entries = [entry for entry, _ in batch]
         try:
-            async with transaction(self._sessions) as session:
-                await insert_entries(session, entries, utcnow(), self._keys_to_refresh(entries))
+            if self.spooling:  # behind the rows already waiting
+                await self._to_spool(entries)
+            else:
+                try:
+                    await self._insert(entries)
+                except Exception:
+                    logger.exception("could not write %d request log rows", len(entries))
+                    await self._to_spool(entries)
         except Exception as error:
-            logger.exception("could not write %d request log rows", len(batch))
             for _, done in batch:
                 if not done.done():
                     done.set_exception(error)
@@ -97,3 +123,40 @@ class RequestLogWriter:
         for _, done in batch:
             if not done.done():
                 done.set_result(None)
+
+    async def _insert(self, entries: Sequence[LogEntry]) -> None:
+        async with transaction(self._sessions) as session:
+            await insert_entries(session, entries, self.keys_to_refresh(entries))
+
+    async def _to_spool(self, entries: list[LogEntry]) -> None:
+        if self._spool is None:
+            raise RuntimeError("the database did not take the rows and there is no spool")
+        try:
+            async with self._spool_lock:
+                await asyncio.to_thread(self._spool.append, entries)
+        except Exception:
+            logger.exception("could not spool %d request log rows", len(entries))
+            raise
+        self._replay_soon()
+
+    def _replay_soon(self) -> None:
+        if self.spooling and self._replayer is None:
+            self._replayer = asyncio.create_task(self._replay(), name="request-log-replay")
+
+    async def _replay(self) -> None:
+        spool = self._spool
+        assert spool is not None
+        while spool.pending:
+            await asyncio.sleep(RETRY_SECONDS)
+            try:
+                while spool.pending:
+                    async with self._spool_lock:
+                        entries, end = await asyncio.to_thread(spool.unreplayed, REPLAY_CHUNK)
+                    if entries:
+                        await self._insert(entries)
+                    async with self._spool_lock:
+                        await asyncio.to_thread(spool.replayed, end)
+            except Exception as exc:
+                logger.warning("request log spool: the database is still unavailable (%r)", exc)
+        logger.warning("request log spool replayed: rows go to the database again")
+        self._replayer = None

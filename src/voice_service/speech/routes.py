@@ -32,5 +32,5 @@ async def text_to_speech(
     principal: Annotated[Principal, Depends(require_service(ENDPOINT))],
 ) -> Response:
     body = await parse_json(request, SpeechRequest)
-    audio = await synthesize_speech(context, principal, request.state.request_id, body)
+    audio = await synthesize_speech(context, principal, request.state.record, body)
     return Response(audio, media_type="audio/mpeg")

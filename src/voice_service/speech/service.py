@@ -8,14 +8,14 @@ from typing import Any
 from voice_service.audio.mp3 import Mp3Encoder
 from voice_service.auth.principal import Principal
 from voice_service.context import AppContext
-from voice_service.db import transaction
 from voice_service.engines.deadline import InferenceBudget
 from voice_service.engines.protocols import EngineError
 from voice_service.engines.registry import Engines
 from voice_service.engines.world import VoiceProfile
 from voice_service.errors import ProviderError, VoiceNotFound
+from voice_service.requestlog.record import RequestRecord
 from voice_service.speech.schemas import SpeechRequest
-from voice_service.usage.repository import record_usage
+from voice_service.usage.billing import bill_success
 from voice_service.voices.repository import get_visible
 
 logger = logging.getLogger(__name__)
@@ -24,7 +24,7 @@ ENDPOINT = "text-to-speech"
 
 
 async def synthesize_speech(
-    context: AppContext, principal: Principal, request_id: str, body: SpeechRequest
+    context: AppContext, principal: Principal, record: RequestRecord, body: SpeechRequest
 ) -> bytes:
     async with context.sessions() as session:
         voice = await get_visible(session, principal.org_id, body.voice_id)
@@ -42,10 +42,9 @@ async def synthesize_speech(
             context.inference_budget,
         )
     except (EngineError, KeyError) as exc:
-        logger.error("synthesis failed for %s with voice %s: %r", request_id, voice.id, exc)
+        logger.error("synthesis failed for %s with voice %s: %r", record.request_id, voice.id, exc)
         raise ProviderError() from exc
-    async with transaction(context.sessions) as session:
-        record_usage(session, principal, request_id, ENDPOINT, len(body.text))
+    await bill_success(context, record, principal, ENDPOINT, len(body.text))
     return audio
 
 

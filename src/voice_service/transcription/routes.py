@@ -34,11 +34,13 @@ _RESPONSES = error_responses(400, 413, 415, 502)
 async def _transcribe(
     request: Request, context: Context, principal: Principal, endpoint: str
 ) -> Transcript:
-    async with receive_audio_upload(request, context.settings) as upload:
+    async with receive_audio_upload(
+        request, context.settings.max_upload_bytes, context.uploads_dir
+    ) as upload:
         transcription = await transcribe_upload(
             context,
             principal,
-            request.state.request_id,
+            request.state.record,
             endpoint,
             upload.path,
             upload.fields.get("language"),

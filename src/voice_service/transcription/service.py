@@ -12,12 +12,12 @@ from voice_service.audio.decode import decode_audio
 from voice_service.audio.formats import identify_audio
 from voice_service.auth.principal import Principal
 from voice_service.context import AppContext
-from voice_service.db import transaction
 from voice_service.engines.deadline import InferenceBudget
 from voice_service.engines.protocols import EngineError, SpeechToText, Transcription
 from voice_service.errors import InvalidRequest, ProviderError
+from voice_service.requestlog.record import RequestRecord
 from voice_service.uploads import audio_errors_as_api_errors
-from voice_service.usage.repository import record_usage
+from voice_service.usage.billing import bill_success
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ def parse_language(value: str | None, known: frozenset[str]) -> str | None:
 async def transcribe_upload(
     context: AppContext,
     principal: Principal,
-    request_id: str,
+    record: RequestRecord,
     endpoint: str,
     path: Path,
     language: str | None,
@@ -63,10 +63,9 @@ async def transcribe_upload(
                 context.inference_budget,
             )
     except EngineError as exc:
-        logger.error("transcription failed for %s: %r", request_id, exc)
+        logger.error("transcription failed for %s: %r", record.request_id, exc)
         raise ProviderError() from exc
-    async with transaction(context.sessions) as session:
-        record_usage(session, principal, request_id, endpoint, billed_seconds(result))
+    await bill_success(context, record, principal, endpoint, billed_seconds(result))
     return result.transcription
 
 

@@ -1,0 +1,48 @@
+"""A billed success commits its usage row and its request-log row together.
+
+Both are written in one transaction, with whatever else the success makes (a clone's
+voice), before the response starts. If that commit fails, none of it exists: the error
+reaches the middleware, which answers 500 and logs that instead (spec rules 2 and 3: every
+request has its row; only successes are billed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from voice_service.auth.principal import Principal
+from voice_service.context import AppContext
+from voice_service.db import transaction
+from voice_service.requestlog.record import RequestRecord
+from voice_service.requestlog.repository import insert_entries
+from voice_service.usage.repository import record_usage
+
+
+@asynccontextmanager
+async def billed_success(
+    context: AppContext,
+    record: RequestRecord,
+    principal: Principal,
+    endpoint: str,
+    units: int,
+    status: int = 200,
+) -> AsyncIterator[AsyncSession]:
+    """A transaction for the success's own writes; on leaving it, they commit together
+    with the usage row and the log row (`status`), or nothing does."""
+    async with transaction(context.sessions) as session:
+        yield session
+        record_usage(session, principal, record.request_id, endpoint, units)
+        entry = record.entry(status, principal, None)
+        await insert_entries(session, [entry], context.request_log.keys_to_refresh([entry]))
+    record.written = True
+
+
+async def bill_success(
+    context: AppContext, record: RequestRecord, principal: Principal, endpoint: str, units: int
+) -> None:
+    """Commit a success that writes nothing of its own: its usage row and its log row."""
+    async with billed_success(context, record, principal, endpoint, units):
+        pass

@@ -1,0 +1,38 @@
+"""Uploads land in the process's own directory and leave nothing there, whatever the answer."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from tests.api.test_transcription import transcribe
+from tests.audio.wav import silent_wav
+from tests.conftest import Tenant
+from voice_service.context import AppContext
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.mark.parametrize(
+    ("data", "language", "status"),
+    [
+        (silent_wav(16000, 16000), "en", 200),
+        (b"not audio at all", None, 415),
+        (silent_wav(16000, 16000), "xx", 400),
+    ],
+    ids=["transcribed", "not-audio", "bad-language"],
+)
+async def test_no_upload_file_outlives_its_request(
+    app: FastAPI,
+    client: httpx.AsyncClient,
+    tenant: Tenant,
+    data: bytes,
+    language: str | None,
+    status: int,
+) -> None:
+    context: AppContext = app.state.context
+    response = await transcribe(client, tenant, data, language=language)
+    assert response.status_code == status, response.text
+    assert context.uploads_dir.is_dir()
+    assert list(context.uploads_dir.iterdir()) == []
