@@ -57,7 +57,7 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
     pepper = load_pepper(settings)
     db = create_engine(settings)
     sessions = session_factory(db)
-    log_writer = RequestLogWriter(sessions)
+    log_writer = RequestLogWriter(sessions, settings.db_timeout_seconds)
     context = AppContext(
         settings=settings,
         db=db,

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from limits import RateLimitItemPerSecond
 from limits.aio.storage import RedisStorage as AsyncRedisStorage
 from limits.aio.strategies import MovingWindowRateLimiter
-from limits.errors import StorageError
 from limits.storage import storage_from_string
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
@@ -69,7 +68,6 @@ class RateLimiter:
             self._redis: AsyncRedisStorage = storage_from_string(  # type: ignore[assignment]
                 f"async+{redis_url}",
                 implementation="redispy",
-                wrap_exceptions=True,
                 socket_timeout=timeout,
                 socket_connect_timeout=timeout,
                 retry=Retry(NoBackoff(), 0),  # type: ignore[arg-type]
@@ -86,28 +84,33 @@ class RateLimiter:
 
     async def hit(self, key_id: str, per_window: int) -> Quota:
         """Count one request for `key_id`, or raise RateLimited if the window is full."""
+        counted = None
         if self._shared is not None and not self.degraded:
             try:
                 async with asyncio.timeout(self._deadline):
-                    return await self._hit(self._shared, key_id, per_window)
-            except (StorageError, TimeoutError) as exc:
+                    counted = await self._count(self._shared, key_id, per_window)
+            except Exception as exc:  # any failure of Redis or its client: go local
                 self._degrade(exc)
-        share = per_window if self._shared is None else max(1, per_window // self._processes)
-        return await self._hit(self._local, key_id, share)
-
-    async def _hit(self, strategy: MovingWindowRateLimiter, key_id: str, limit: int) -> Quota:
-        item = RateLimitItemPerSecond(limit, self._window_seconds)
-        allowed = await strategy.hit(item, "api-key", key_id)
-        reset_at, remaining = await strategy.get_window_stats(item, "api-key", key_id)
-        quota = Quota(limit=limit, remaining=max(remaining, 0), reset_at=reset_at)
+        if counted is None:
+            share = per_window if self._shared is None else max(1, per_window // self._processes)
+            counted = await self._count(self._local, key_id, share)
+        allowed, quota = counted
         if not allowed:
-            retry_after = max(1, math.ceil(reset_at - time.time()))
+            retry_after = max(1, math.ceil(quota.reset_at - time.time()))
             raise RateLimited(
-                f"More than {limit} requests in {self._window_seconds} s for this API key; "
-                f"retry in {retry_after} s.",
+                f"More than {quota.limit} requests in {self._window_seconds} s for this API "
+                f"key; retry in {retry_after} s.",
                 headers={"Retry-After": str(retry_after), **quota.headers()},
             )
         return quota
+
+    async def _count(
+        self, strategy: MovingWindowRateLimiter, key_id: str, limit: int
+    ) -> tuple[bool, Quota]:
+        item = RateLimitItemPerSecond(limit, self._window_seconds)
+        allowed = await strategy.hit(item, "api-key", key_id)
+        reset_at, remaining = await strategy.get_window_stats(item, "api-key", key_id)
+        return allowed, Quota(limit=limit, remaining=max(remaining, 0), reset_at=reset_at)
 
     async def check(self) -> None:
         """Ping Redis (if it is in use) so that an outage is noticed without traffic."""
@@ -115,7 +118,7 @@ class RateLimiter:
             self._degrade(None)
 
     async def _ping(self) -> bool:
-        with contextlib.suppress(TimeoutError):
+        with contextlib.suppress(Exception):
             async with asyncio.timeout(self._deadline):
                 return bool(await self._redis.check())
         return False

@@ -41,8 +41,10 @@ _Pending = tuple[LogEntry, "asyncio.Future[None]"]
 
 
 class RequestLogWriter:
-    def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
+    def __init__(self, sessions: async_sessionmaker[AsyncSession], timeout: float) -> None:
+        """`timeout`: how long a batch waits for the database before it is spooled."""
         self._sessions = sessions
+        self._timeout = timeout
         self._queue: asyncio.Queue[_Pending] | None = None
         self._task: asyncio.Task[None] | None = None
         self._spool: LogSpool | None = None
@@ -107,14 +109,9 @@ class RequestLogWriter:
     async def _commit(self, batch: list[_Pending]) -> None:
         entries = [entry for entry, _ in batch]
         try:
-            if self.spooling:  # behind the rows already waiting
+            # While the spool holds rows, new ones go behind them.
+            if self.spooling or not await self._inserted_in_time(entries):
                 await self._to_spool(entries)
-            else:
-                try:
-                    await self._insert(entries)
-                except Exception:
-                    logger.exception("could not write %d request log rows", len(entries))
-                    await self._to_spool(entries)
         except Exception as error:
             for _, done in batch:
                 if not done.done():
@@ -123,6 +120,23 @@ class RequestLogWriter:
         for _, done in batch:
             if not done.done():
                 done.set_result(None)
+
+    async def _inserted_in_time(self, entries: list[LogEntry]) -> bool:
+        """Insert the rows, or give up waiting after the timeout. A database that does not
+        answer costs a pooled connection's ping and a reconnect, each up to the statement
+        timeout; the requests waiting on this batch should not pay both. An attempt given
+        up on runs on: should it land, the spooled copies are skipped on replay."""
+        attempt = asyncio.create_task(self._insert(entries))
+        attempt.add_done_callback(_log_failure)
+        try:
+            async with asyncio.timeout(self._timeout):
+                await asyncio.shield(attempt)
+        except TimeoutError:
+            logger.error("request log: the database did not answer in %g s", self._timeout)
+            return False
+        except Exception:
+            return False  # logged by the callback
+        return True
 
     async def _insert(self, entries: Sequence[LogEntry]) -> None:
         async with transaction(self._sessions) as session:
@@ -160,3 +174,8 @@ class RequestLogWriter:
                 logger.warning("request log spool: the database is still unavailable (%r)", exc)
         logger.warning("request log spool replayed: rows go to the database again")
         self._replayer = None
+
+
+def _log_failure(attempt: asyncio.Task[None]) -> None:
+    if not attempt.cancelled() and attempt.exception() is not None:
+        logger.error("could not write request log rows: %r", attempt.exception())
