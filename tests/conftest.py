@@ -93,6 +93,9 @@ def make_settings(data_dir: Path, database_url: str, **overrides: object) -> Set
         # Deadlines are wall-clock: on a loaded machine the default could stop ordinary
         # work. Tests of the deadline itself set budgets no machine can meet.
         "inference_timeout_seconds": 3600.0,
+        # Likewise a log batch past this goes to the spool, and its row reaches the database
+        # a second later: tests that read a row right after its answer would race that.
+        "db_timeout_seconds": 30.0,
     }
     values.update(overrides)
     return Settings(**values)  # type: ignore[arg-type]

@@ -57,7 +57,11 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
     pepper = load_pepper(settings)
     db = create_engine(settings)
     sessions = session_factory(db)
-    log_writer = RequestLogWriter(sessions, settings.db_timeout_seconds)
+    # SQLite is a local file: a slow commit there is contention, which the spool would add
+    # to, not an outage (its busy timeout bounds the wait).
+    log_writer = RequestLogWriter(
+        sessions, None if settings.is_sqlite else settings.db_timeout_seconds
+    )
     context = AppContext(
         settings=settings,
         db=db,

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
@@ -14,6 +15,7 @@ from voice_service.deps import Context
 from voice_service.ratelimit import DEGRADED_WARNING
 
 router = APIRouter(include_in_schema=False)
+T = TypeVar("T")
 
 # Load balancers give up on a probe after a few seconds: each check gets less than that,
 # and they run side by side.
@@ -29,8 +31,11 @@ async def healthz() -> dict[str, str]:
 async def readyz(context: Context) -> JSONResponse:
     """Ready when the engines are loaded and the database answers. A Redis outage leaves
     the node ready (rate limits fall back to per-process windows) with a warning."""
-    database, _ = await asyncio.gather(_database_answers(context), _check_limiter(context))
-    checks = {"engines": context.engines is not None, "database": database}
+    database, _ = await asyncio.gather(
+        _within(CHECK_SECONDS, _database_answers(context)),
+        _within(CHECK_SECONDS, context.limiter.check()),  # notices a Redis outage
+    )
+    checks = {"engines": context.engines is not None, "database": database is True}
     warnings = [DEGRADED_WARNING] if context.limiter.degraded else []
     if context.request_log.spooling:
         warnings.append("Request-log rows are spooled on this node until the database returns.")
@@ -42,14 +47,23 @@ async def readyz(context: Context) -> JSONResponse:
 
 
 async def _database_answers(context: AppContext) -> bool:
-    with contextlib.suppress(Exception):
-        async with asyncio.timeout(CHECK_SECONDS), context.db.connect() as connection:
-            await connection.execute(text("SELECT 1"))
-            return True
-    return False
+    async with context.db.connect() as connection:
+        await connection.execute(text("SELECT 1"))
+    return True
 
 
-async def _check_limiter(context: AppContext) -> None:
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(CHECK_SECONDS):
-            await context.limiter.check()
+async def _within(seconds: float, check: Coroutine[Any, Any, T]) -> T | None:
+    """The check's result, or None if it failed or is still running after `seconds`. A
+    check still running is not waited for (cancelling a database connect can itself take
+    seconds); it ends on its own timeouts."""
+    task = asyncio.ensure_future(check)
+    task.add_done_callback(_consume)
+    done, _ = await asyncio.wait({task}, timeout=seconds)
+    if not done or task.cancelled() or task.exception() is not None:
+        return None
+    return task.result()
+
+
+def _consume(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()  # retrieved: a failed check is an answer, not an unhandled error

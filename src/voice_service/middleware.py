@@ -40,7 +40,8 @@ MALFORMED_BODY = "malformed_body"
 
 
 async def record_request(write_log: LogWriter, entry: LogEntry) -> None:
-    """Log the request's one line and commit its row; a failed commit costs only the row."""
+    """Log the request's one line and make its row durable (in the database, or the
+    spool while the database cannot take it); a row that fits neither costs only itself."""
     logger.info(
         "%s %s %s %d %s %dms",
         entry.request_id,

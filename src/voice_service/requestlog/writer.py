@@ -41,7 +41,7 @@ _Pending = tuple[LogEntry, "asyncio.Future[None]"]
 
 
 class RequestLogWriter:
-    def __init__(self, sessions: async_sessionmaker[AsyncSession], timeout: float) -> None:
+    def __init__(self, sessions: async_sessionmaker[AsyncSession], timeout: float | None) -> None:
         """`timeout`: how long a batch waits for the database before it is spooled."""
         self._sessions = sessions
         self._timeout = timeout
