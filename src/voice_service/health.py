@@ -13,6 +13,7 @@ from sqlalchemy import text
 from voice_service.context import AppContext
 from voice_service.deps import Context
 from voice_service.ratelimit import DEGRADED_WARNING
+from voice_service.waiting import wait_at_most
 
 router = APIRouter(include_in_schema=False)
 T = TypeVar("T")
@@ -53,17 +54,8 @@ async def _database_answers(context: AppContext) -> bool:
 
 
 async def _within(seconds: float, check: Coroutine[Any, Any, T]) -> T | None:
-    """The check's result, or None if it failed or is still running after `seconds`. A
-    check still running is not waited for (cancelling a database connect can itself take
-    seconds); it ends on its own timeouts."""
-    task = asyncio.ensure_future(check)
-    task.add_done_callback(_consume)
-    done, _ = await asyncio.wait({task}, timeout=seconds)
-    if not done or task.cancelled() or task.exception() is not None:
+    """The check's result, or None if it failed or is still running after `seconds`."""
+    try:
+        return await wait_at_most(seconds, check)
+    except Exception:
         return None
-    return task.result()
-
-
-def _consume(task: asyncio.Future[Any]) -> None:
-    if not task.cancelled():
-        task.exception()  # retrieved: a failed check is an answer, not an unhandled error

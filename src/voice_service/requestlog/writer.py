@@ -29,6 +29,7 @@ from voice_service.requestlog.repository import (
     insert_entries,
 )
 from voice_service.requestlog.spool import LogSpool
+from voice_service.waiting import wait_at_most
 
 logger = logging.getLogger(__name__)
 
@@ -126,16 +127,14 @@ class RequestLogWriter:
         answer costs a pooled connection's ping and a reconnect, each up to the statement
         timeout; the requests waiting on this batch should not pay both. An attempt given
         up on runs on: should it land, the spooled copies are skipped on replay."""
-        attempt = asyncio.create_task(self._insert(entries))
-        attempt.add_done_callback(_log_failure)
         try:
-            async with asyncio.timeout(self._timeout):
-                await asyncio.shield(attempt)
+            await wait_at_most(self._timeout, self._insert(entries))
         except TimeoutError:
             logger.error("request log: the database did not answer in %g s", self._timeout)
             return False
-        except Exception:
-            return False  # logged by the callback
+        except Exception as exc:
+            logger.error("could not write %d request log rows: %r", len(entries), exc)
+            return False
         return True
 
     async def _insert(self, entries: Sequence[LogEntry]) -> None:
@@ -174,8 +173,3 @@ class RequestLogWriter:
                 logger.warning("request log spool: the database is still unavailable (%r)", exc)
         logger.warning("request log spool replayed: rows go to the database again")
         self._replayer = None
-
-
-def _log_failure(attempt: asyncio.Task[None]) -> None:
-    if not attempt.cancelled() and attempt.exception() is not None:
-        logger.error("could not write request log rows: %r", attempt.exception())
