@@ -119,10 +119,14 @@ def test_cli_changes_take_effect_over_http(  # type: ignore[no-untyped-def]
     assert status("GET", "/voices") == 403
     admin("accounts", "reinstate", org["account_id"])
     admin("accounts", "disable", org["account_id"], "text-to-speech")
-    assert status("POST", "/text-to-speech", **tts) == 403
+    refused = asyncio.run(call("POST", "/text-to-speech", **tts))
+    assert refused.status_code == 403
+    assert "disabled for this account" in refused.json()["error"]["message"]
     admin("accounts", "enable", org["account_id"], "text-to-speech")
     admin("orgs", "disable", org["id"], "text-to-speech")
-    assert status("POST", "/text-to-speech", **tts) == 403
+    refused = asyncio.run(call("POST", "/text-to-speech", **tts))
+    assert refused.status_code == 403
+    assert "disabled for this organization" in refused.json()["error"]["message"]
     admin("orgs", "enable", org["id"], "text-to-speech")
     response = asyncio.run(call("POST", "/text-to-speech", **tts))
     assert response.status_code == 200

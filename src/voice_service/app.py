@@ -13,6 +13,7 @@ from voice_service.auth.keys import SecretHasher, load_pepper
 from voice_service.cloning.routes import router as cloning_router
 from voice_service.cloning.samples import sample_store
 from voice_service.cluster import check_connection_budget, check_pepper
+from voice_service.console.app import install_console
 from voice_service.context import AppContext
 from voice_service.db import (
     STARTUP_STATEMENT_TIMEOUT,
@@ -22,6 +23,7 @@ from voice_service.db import (
     session_factory,
     transaction,
 )
+from voice_service.docs import docs_router
 from voice_service.engines.registry import Engines
 from voice_service.errors import install_error_handlers
 from voice_service.health import router as health_router
@@ -33,6 +35,7 @@ from voice_service.middleware import (
 from voice_service.openapi import install_openapi
 from voice_service.pool import InferencePool
 from voice_service.ratelimit import RateLimiter
+from voice_service.requestlog.routes import router as requests_router
 from voice_service.requestlog.spool import LogSpool
 from voice_service.requestlog.writer import RequestLogWriter
 from voice_service.server import STATE_KEY, ConnectionPolicy
@@ -40,6 +43,7 @@ from voice_service.settings import Settings
 from voice_service.speech.routes import router as speech_router
 from voice_service.transcription.routes import router as transcription_router
 from voice_service.uploads import MULTIPART_OVERHEAD_BYTES
+from voice_service.usage.routes import router as usage_router
 from voice_service.voices.listing import VoiceListing
 from voice_service.voices.repository import list_catalogue, sync_catalogue
 from voice_service.voices.routes import router as voices_router
@@ -120,7 +124,7 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
         version="1.0.0",
         description=DESCRIPTION,
         openapi_url=f"{API_PREFIX}/openapi.json",
-        docs_url=f"{API_PREFIX}/docs",
+        docs_url=None,  # served from the package below, not a CDN
         redoc_url=None,
         # A redirect to the slash-less path would echo the Host header back before the key
         # is checked; a path with a trailing slash is simply not a route (404).
@@ -134,8 +138,13 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
     api.include_router(transcription_router)
     api.include_router(voices_router)
     api.include_router(cloning_router)
+    api.include_router(usage_router)
+    api.include_router(requests_router)
     app.include_router(api)
+    app.include_router(docs_router(API_PREFIX))
     app.include_router(health_router)
+    # After the error handlers: it replaces the API's handler with one that also renders pages.
+    install_console(app)
     # Added last runs first: the request id and log wrap everything, the body guard wraps
     # routes.
     app.add_middleware(

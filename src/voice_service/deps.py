@@ -36,12 +36,25 @@ async def authenticate(
         principal = await find_principal(session, context.hasher.hash(credentials.credentials))
     if principal is None:
         raise InvalidApiKey()
+    await admit(request, context, principal)
+    return principal
+
+
+async def admit(request: Request, context: AppContext, principal: Principal) -> None:
+    """Let a resolved key's request in: it is logged as its organization's from here on,
+    refused while the organization or account is suspended, and counted against its rate
+    limit. The console's requests for a user come through here too (console/acting.py)."""
     request.state.principal = principal
     if principal.suspended:
         raise AccountSuspended()
     per_minute = principal.rate_limit or context.settings.default_rate_limit
     request.state.quota = await context.limiter.hit(principal.key_id, per_minute)
-    return principal
+
+
+def check_service(principal: Principal, service: str) -> None:
+    message = principal.disabled_message(service)
+    if message is not None:
+        raise ServiceDisabled(message)
 
 
 Authenticated = Annotated[Principal, Depends(authenticate)]
@@ -49,8 +62,7 @@ Authenticated = Annotated[Principal, Depends(authenticate)]
 
 def require_service(service: str) -> Callable[[Principal], Awaitable[Principal]]:
     async def check(principal: Authenticated) -> Principal:
-        if service in principal.disabled_services:
-            raise ServiceDisabled(f"The {service} service is disabled for this organization.")
+        check_service(principal, service)
         return principal
 
     return check

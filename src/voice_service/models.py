@@ -75,6 +75,9 @@ class ApiKey(Base):
     prefix: Mapped[str] = mapped_column(String(16))
     secret_hash: Mapped[str] = mapped_column(String(64), unique=True)
     rate_limit: Mapped[int | None] = mapped_column(Integer)
+    # "api": a key someone holds. "console": the organization's own key for requests the
+    # console makes on a signed-in user's behalf; its secret was never kept by anyone.
+    kind: Mapped[str] = mapped_column(String(16), default="api", server_default="api")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     revoked_at: Mapped[datetime | None]
     last_used_at: Mapped[datetime | None]
@@ -149,4 +152,57 @@ class ServiceMeta(Base):
 
     key: Mapped[str] = mapped_column(String(64), primary_key=True)
     value: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class User(Base):
+    """A person who signs in to the console; sees every organization of their account."""
+
+    __tablename__ = "users"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    account_id: Mapped[str] = mapped_column(ForeignKey("accounts.id"), index=True)
+    email: Mapped[str] = mapped_column(String(320), unique=True)  # stored lower-cased
+    password_hash: Mapped[str] = mapped_column(String(200))
+    status: Mapped[str] = mapped_column(String(16), default="active")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    last_sign_in_at: Mapped[datetime | None]
+
+
+class ConsoleSession(Base):
+    """A signed-in browser. The cookie holds a token; only its SHA-256 is stored here."""
+
+    __tablename__ = "console_sessions"
+
+    token_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id"), index=True)
+    csrf_token: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    expires_at: Mapped[datetime]
+
+
+class SignInThrottle(Base):
+    """Consecutive failed sign-ins for one email, shared by every node."""
+
+    __tablename__ = "sign_in_throttle"
+
+    email: Mapped[str] = mapped_column(String(320), primary_key=True)
+    failures: Mapped[int] = mapped_column(Integer, default=0)
+    retry_at: Mapped[datetime | None]
+    last_failed_at: Mapped[datetime] = mapped_column(index=True)
+
+
+class AuditEvent(Base):
+    """Who changed what through the console, and every sign-in attempt."""
+
+    __tablename__ = "audit_log"
+    __table_args__ = (Index("ix_audit_account_created", "account_id", "created_at"),)
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    account_id: Mapped[str | None] = mapped_column(String(40))
+    user_id: Mapped[str | None] = mapped_column(String(40))
+    email: Mapped[str | None] = mapped_column(String(320))
+    action: Mapped[str] = mapped_column(String(40))
+    target: Mapped[str | None] = mapped_column(String(200))
+    ip: Mapped[str | None] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -52,6 +52,15 @@ class Settings(BaseSettings):
         "dir. Set the same value on every node of a cluster.",
     )
     default_rate_limit: int = Field(100, ge=1, description="Requests per minute per API key.")
+    max_key_rate_limit: int | None = Field(
+        None,
+        ge=1,
+        description="Highest rate limit a customer may give a key in the console "
+        "(default: DEFAULT_RATE_LIMIT).",
+    )
+    console_session_hours: float = Field(
+        12.0, gt=0, description="A console sign-in lasts this long; then sign in again."
+    )
     default_clone_limit: int = Field(10, ge=0, description="Cloned voices per organization.")
     pool_size: int = Field(
         default_factory=lambda: os.cpu_count() or 1,
@@ -135,6 +144,10 @@ class Settings(BaseSettings):
         description="Disk each process may use for request-log rows the database could not "
         "take (replayed when it is back).",
     )
+
+    @property
+    def key_rate_limit_ceiling(self) -> int:
+        return self.max_key_rate_limit or self.default_rate_limit
 
     @property
     def db_connections_per_process(self) -> int:

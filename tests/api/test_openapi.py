@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import httpx
@@ -18,6 +19,10 @@ OPERATIONS = {
     ("/voices", "get"): {"200", "401", "403", "429"},
     ("/voices/clone", "post"): {"201", "400", "401", "403", "413", "415", "429", "502"},
     ("/voices/{id}", "delete"): {"200", "401", "403", "404", "429"},
+    # Issue 10: the customer's own usage and request log.
+    ("/usage", "get"): {"200", "400", "401", "403", "429"},
+    ("/requests", "get"): {"200", "400", "401", "403", "429"},
+    ("/requests/{request_id}", "get"): {"200", "401", "403", "404", "429"},
 }
 
 
@@ -74,3 +79,17 @@ async def test_resources_carry_the_spec_names_and_formats(document: dict[str, An
     assert schemas["Voice"]["properties"]["created_at"]["format"] == "date-time"
     assert schemas["Voice"]["properties"]["type"]["enum"] == ["PROVIDER", "CLONED"]
     assert set(schemas["Transcript"]["required"]) == {"text", "language", "request_id"}
+
+
+async def test_docs_are_served_by_the_app_itself(client: httpx.AsyncClient) -> None:
+    """/api/v1/docs works offline: every script and stylesheet it names is ours."""
+    page = await client.get("/docs")
+    assert page.status_code == 200
+    assets = re.findall(r'(?:src|href)="([^"]+)"', page.text)
+    assert len(assets) == 4
+    for url in assets:
+        assert url.startswith("/api/v1/docs/assets/"), url
+        asset = await client.get(url.removeprefix("/api/v1"))
+        assert asset.status_code == 200 and len(asset.content) > 100, url
+    assert (await client.get("/docs/assets/..%2Fsettings.py")).status_code == 404
+    assert "/docs" not in (await client.get("/openapi.json")).json()["paths"]

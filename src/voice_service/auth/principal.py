@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import select
+from sqlalchemy import ColumnElement, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from voice_service.models import Account, ApiKey, Organization
@@ -18,17 +18,35 @@ class Principal:
     account_id: str
     rate_limit: int | None
     suspended: bool
-    disabled_services: frozenset[str]
+    disabled_services: frozenset[str]  # by the organization or its account
+    account_disabled_services: frozenset[str]
+
+    def disabled_message(self, service: str) -> str | None:
+        """Why `service` is refused to this key, naming who disabled it; None if allowed."""
+        if service in self.account_disabled_services:
+            return f"The {service} service is disabled for this account."
+        if service in self.disabled_services:
+            return f"The {service} service is disabled for this organization."
+        return None
 
 
 async def find_principal(session: AsyncSession, secret_hash: str) -> Principal | None:
     """The live key with this hash, with its tenants' state; None if unknown or revoked."""
+    return await _principal(session, ApiKey.secret_hash == secret_hash)
+
+
+async def principal_for_key(session: AsyncSession, key_id: str) -> Principal | None:
+    """The same for a key the service holds itself (the console's), found by its id."""
+    return await _principal(session, ApiKey.id == key_id)
+
+
+async def _principal(session: AsyncSession, which: ColumnElement[bool]) -> Principal | None:
     row = (
         await session.execute(
             select(ApiKey, Organization, Account)
             .join(Organization, ApiKey.org_id == Organization.id)
             .join(Account, Organization.account_id == Account.id)
-            .where(ApiKey.secret_hash == secret_hash, ApiKey.revoked_at.is_(None))
+            .where(which, ApiKey.revoked_at.is_(None))
         )
     ).one_or_none()
     if row is None:
@@ -41,4 +59,5 @@ async def find_principal(session: AsyncSession, secret_hash: str) -> Principal |
         rate_limit=key.rate_limit,
         suspended=SUSPENDED in (org.status, account.status),
         disabled_services=frozenset(org.disabled_services) | frozenset(account.disabled_services),
+        account_disabled_services=frozenset(account.disabled_services),
     )

@@ -53,18 +53,24 @@ class AnalysedSample:
 
 
 def validate_clone_fields(fields: dict[str, str]) -> CloneRequest:
-    name = fields.get("name", "").strip()
-    if not name:
-        raise InvalidRequest("name: a name for the voice is required.")
-    if len(name) > MAX_NAME_LENGTH:
-        raise InvalidRequest(f"name: at most {MAX_NAME_LENGTH} characters.")
-    consent = fields.get("consent")
-    if consent != CONSENT_TEXT:
+    """The API's multipart fields; consent is the literal text true."""
+    if fields.get("consent") != CONSENT_TEXT:
         raise InvalidRequest(
             "consent must be the literal text true, confirming you have permission and "
             "authorization to use this recording for cloning."
         )
-    description = fields.get("description") or None
+    return clone_request(
+        fields.get("name", ""), fields.get("description") or None, consent=CONSENT_TEXT
+    )
+
+
+def clone_request(name: str, description: str | None, consent: str) -> CloneRequest:
+    """A clone's name and description checked, with the consent that was given."""
+    name = name.strip()
+    if not name:
+        raise InvalidRequest("name: a name for the voice is required.")
+    if len(name) > MAX_NAME_LENGTH:
+        raise InvalidRequest(f"name: at most {MAX_NAME_LENGTH} characters.")
     if description is not None and len(description) > MAX_DESCRIPTION_LENGTH:
         raise InvalidRequest(f"description: at most {MAX_DESCRIPTION_LENGTH} characters.")
     return CloneRequest(name=name, description=description, consent=consent)

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import or_, select, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from voice_service.db import insert_if_absent
@@ -55,13 +55,78 @@ async def insert_entries(
         )
 
 
+STATUS_CLASSES = ("2xx", "4xx", "5xx")
+# Filterable endpoints: a row's path ends with "/" and one of these, whether the API
+# (/api/v1/text-to-speech) or the console acting for the organization served it.
+ENDPOINTS = (
+    "text-to-speech",
+    "speech-to-text",
+    "asr",
+    "voices",
+    "voices/clone",
+    "usage",
+    "requests",
+)
+
+
+class UnknownCursor(LookupError):
+    """`before` names no request of the organization."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestPage:
+    requests: Sequence[RequestLogEntry]
+    next: str | None  # the last row's id when older rows exist
+
+
+async def page_requests(
+    session: AsyncSession,
+    org_id: str,
+    *,
+    limit: int,
+    before: str | None = None,
+    status_class: str | None = None,
+    endpoint: str | None = None,
+) -> RequestPage:
+    """Newest first in one total order (created_at, then request_id, both descending); a
+    page continues strictly after the row `before` names."""
+    query = select(RequestLogEntry).where(RequestLogEntry.org_id == org_id)
+    if before is not None:
+        cursor = await find_request(session, org_id, before)
+        if cursor is None:
+            raise UnknownCursor(before)
+        query = query.where(
+            tuple_(RequestLogEntry.created_at, RequestLogEntry.request_id)
+            < tuple_(cursor.created_at, cursor.request_id)
+        )
+    if status_class is not None:
+        hundreds = int(status_class[0]) * 100
+        query = query.where(RequestLogEntry.status.between(hundreds, hundreds + 99))
+    if endpoint is not None:
+        query = query.where(RequestLogEntry.path.endswith("/" + endpoint, autoescape=True))
+    rows = (
+        await session.scalars(
+            query.order_by(
+                RequestLogEntry.created_at.desc(), RequestLogEntry.request_id.desc()
+            ).limit(limit + 1)
+        )
+    ).all()
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return RequestPage(rows, rows[-1].request_id if more else None)
+
+
+async def find_request(
+    session: AsyncSession, org_id: str, request_id: str
+) -> RequestLogEntry | None:
+    return await session.scalar(
+        select(RequestLogEntry).where(
+            RequestLogEntry.request_id == request_id, RequestLogEntry.org_id == org_id
+        )
+    )
+
+
 async def recent_requests(
     session: AsyncSession, org_id: str, limit: int
 ) -> Sequence[RequestLogEntry]:
-    result = await session.scalars(
-        select(RequestLogEntry)
-        .where(RequestLogEntry.org_id == org_id)
-        .order_by(RequestLogEntry.created_at.desc(), RequestLogEntry.request_id)
-        .limit(limit)
-    )
-    return result.all()
+    return (await page_requests(session, org_id, limit=limit)).requests

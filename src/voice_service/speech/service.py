@@ -13,6 +13,7 @@ from voice_service.engines.protocols import EngineError
 from voice_service.engines.registry import Engines
 from voice_service.engines.world import VoiceProfile
 from voice_service.errors import ProviderError, VoiceNotFound
+from voice_service.models import Voice
 from voice_service.requestlog.record import RequestRecord
 from voice_service.speech.schemas import SpeechRequest
 from voice_service.usage.billing import bill_success
@@ -30,22 +31,27 @@ async def synthesize_speech(
         voice = await get_visible(session, principal.org_id, body.voice_id)
     if voice is None:
         raise VoiceNotFound(body.voice_id)
+    audio = await speak(context, voice, body.text, record.request_id)
+    await bill_success(context, record, principal, ENDPOINT, len(body.text))
+    return audio
+
+
+async def speak(context: AppContext, voice: Voice, text: str, request_id: str) -> bytes:
+    """MP3 of `voice` saying `text`, made in the pool; not billed (the caller bills)."""
     assert context.engines is not None
     try:
-        audio = await context.pool.run(
+        return await context.pool.run(
             _speak,
             context.engines,
             voice.engine_voice,
             voice.profile,
-            body.text,
+            text,
             context.settings.mp3_bitrate,
             context.inference_budget,
         )
     except (EngineError, KeyError) as exc:
-        logger.error("synthesis failed for %s with voice %s: %r", record.request_id, voice.id, exc)
+        logger.error("synthesis failed for %s with voice %s: %r", request_id, voice.id, exc)
         raise ProviderError() from exc
-    await bill_success(context, record, principal, ENDPOINT, len(body.text))
-    return audio
 
 
 def _speak(

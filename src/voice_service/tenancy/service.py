@@ -57,7 +57,7 @@ async def _tenant(session: AsyncSession, kind: TenantKind, id_: str) -> Account 
     else:
         tenant = await session.get(Organization, id_, with_for_update=True)
     if tenant is None:
-        raise UnknownId(kind, id_)
+        raise UnknownId("account" if kind == "account" else "organization", id_)
     return tenant
 
 
@@ -79,6 +79,13 @@ async def set_service_enabled(
         disabled.add(service)
     tenant.disabled_services = sorted(disabled)  # reassigned: JSON columns track assignment
     return tenant.disabled_services
+
+
+async def require_account(session: AsyncSession, account_id: str) -> Account:
+    account = await session.get(Account, account_id)
+    if account is None:
+        raise UnknownId("account", account_id)
+    return account
 
 
 async def require_org(session: AsyncSession, org_id: str) -> Organization:
@@ -129,3 +136,29 @@ async def list_keys(session: AsyncSession, org_id: str) -> Sequence[ApiKey]:
 
 async def count_orgs(session: AsyncSession) -> int:
     return await session.scalar(select(func.count()).select_from(Organization)) or 0
+
+
+async def list_accounts(session: AsyncSession) -> Sequence[tuple[Account, int]]:
+    """Every account with its number of organizations, oldest first."""
+    result = await session.execute(
+        select(Account, func.count(Organization.id))
+        .outerjoin(Organization, Organization.account_id == Account.id)
+        .group_by(Account.id)
+        .order_by(Account.created_at, Account.id)
+    )
+    return [(account, count) for account, count in result.all()]
+
+
+async def list_orgs(session: AsyncSession, account_id: str | None) -> Sequence[Organization]:
+    query = select(Organization).order_by(Organization.created_at, Organization.id)
+    if account_id is not None:
+        await require_account(session, account_id)
+        query = query.where(Organization.account_id == account_id)
+    return (await session.scalars(query)).all()
+
+
+async def org_with_account(session: AsyncSession, org_id: str) -> tuple[Organization, Account]:
+    org = await require_org(session, org_id)
+    account = await session.get(Account, org.account_id)
+    assert account is not None  # a foreign key
+    return org, account

@@ -1,0 +1,76 @@
+"""The audit log: every change made through the console, and every sign-in attempt."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from enum import StrEnum
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from voice_service.console.sessions import SignedIn
+from voice_service.ids import new_id
+from voice_service.models import AuditEvent
+
+
+class Action(StrEnum):
+    SIGN_IN = "sign_in"
+    SIGN_IN_FAILED = "sign_in_failed"
+    SIGN_IN_THROTTLED = "sign_in_throttled"
+    SIGN_OUT = "sign_out"
+    KEY_CREATED = "key_created"
+    KEY_REVOKED = "key_revoked"
+    VOICE_CLONED = "voice_cloned"
+    VOICE_DELETED = "voice_deleted"
+
+
+def record_event(
+    session: AsyncSession,
+    action: Action,
+    *,
+    account_id: str | None,
+    user_id: str | None,
+    email: str | None,
+    target: str | None = None,
+    ip: str | None = None,
+) -> None:
+    """Add the event to the caller's transaction: it commits with the change it records."""
+    session.add(
+        AuditEvent(
+            id=new_id("audit"),
+            account_id=account_id,
+            user_id=user_id,
+            email=email,
+            action=action.value,
+            target=target,
+            ip=ip,
+        )
+    )
+
+
+def record_user_action(
+    session: AsyncSession, user: SignedIn, action: Action, target: str, ip: str | None
+) -> None:
+    """A change a signed-in user made."""
+    record_event(
+        session,
+        action,
+        account_id=user.account_id,
+        user_id=user.user_id,
+        email=user.email,
+        target=target,
+        ip=ip,
+    )
+
+
+async def list_events(
+    session: AsyncSession, account_id: str, limit: int = 1000
+) -> Sequence[AuditEvent]:
+    """The account's events, newest first."""
+    result = await session.scalars(
+        select(AuditEvent)
+        .where(AuditEvent.account_id == account_id)
+        .order_by(AuditEvent.created_at.desc(), AuditEvent.id)
+        .limit(limit)
+    )
+    return result.all()

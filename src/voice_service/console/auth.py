@@ -1,0 +1,58 @@
+"""Who is using the console: the session cookie resolved to a user, and the organization
+in the URL resolved within that user's account."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+from starlette.datastructures import FormData
+
+from voice_service.console.repository import account_org
+from voice_service.console.security import SESSION_COOKIE, check_csrf
+from voice_service.console.sessions import SignedIn, find_session
+from voice_service.deps import Context
+from voice_service.models import Organization
+
+MAX_FORM_FIELDS = 16
+MAX_FORM_FIELD_BYTES = 64 * 1024
+
+
+class SignInRequired(Exception):
+    """No live session: the browser is sent to the sign-in page."""
+
+
+class PageNotFound(Exception):
+    """An unknown page, or another account's organization: the same 404 for both."""
+
+
+async def signed_in(request: Request, context: Context) -> SignedIn:
+    token = request.cookies.get(SESSION_COOKIE)
+    if not token:
+        raise SignInRequired()
+    async with context.sessions() as session:
+        user = await find_session(session, token)
+    if user is None:
+        raise SignInRequired()
+    return user
+
+
+SignedInUser = Annotated[SignedIn, Depends(signed_in)]
+
+
+async def current_org(org_id: str, user: SignedInUser, context: Context) -> Organization:
+    async with context.sessions() as session:
+        org = await account_org(session, user.account_id, org_id)
+    if org is None:
+        raise PageNotFound()
+    return org
+
+
+CurrentOrg = Annotated[Organization, Depends(current_org)]
+
+
+async def checked_form(request: Request, user: SignedIn) -> FormData:
+    """A posted url-encoded form, refused unless it carries the session's CSRF token."""
+    form = await request.form(max_fields=MAX_FORM_FIELDS, max_part_size=MAX_FORM_FIELD_BYTES)
+    check_csrf(request, user.csrf_token, form.get("csrf_token"))
+    return form

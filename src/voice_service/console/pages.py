@@ -1,0 +1,62 @@
+"""Rendering console pages: one Jinja environment (autoescaped), every response with the
+console's security headers."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import HTMLResponse, RedirectResponse
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+from voice_service.console.security import secure_headers
+from voice_service.console.sessions import SignedIn
+from voice_service.models import Organization
+
+CONSOLE_PREFIX = "/console"
+
+_templates = Environment(
+    loader=PackageLoader("voice_service.console", "templates"),
+    # Everything a tenant typed (key names, voice names, descriptions) is escaped.
+    autoescape=select_autoescape(default=True),
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+
+
+def _when(value: datetime | None, empty: str = "Never") -> str:
+    return value.strftime("%Y-%m-%d %H:%M UTC") if value is not None else empty
+
+
+_templates.filters["when"] = _when
+
+
+def render(
+    request: Request,
+    template: str,
+    *,
+    user: SignedIn | None = None,
+    org: Organization | None = None,
+    status: int = 200,
+    csrf_token: str | None = None,
+    **values: Any,
+) -> HTMLResponse:
+    html = _templates.get_template(template).render(
+        request=request,
+        user=user,
+        org=org,
+        csrf_token=csrf_token or (user.csrf_token if user else ""),
+        static=f"{CONSOLE_PREFIX}/static",
+        org_url=f"{CONSOLE_PREFIX}/orgs/{org.id}" if org else None,
+        **values,
+    )
+    response = HTMLResponse(html, status_code=status)
+    secure_headers(response)
+    return response
+
+
+def redirect(url: str) -> RedirectResponse:
+    response = RedirectResponse(url, status_code=303)
+    secure_headers(response)
+    return response

@@ -1,0 +1,73 @@
+"""The console's queries. Each organization lookup is scoped by the signed-in user's
+account here, so no page can reach another account's organization."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from voice_service.auth.keys import SecretHasher, generate_secret
+from voice_service.ids import new_id
+from voice_service.models import ApiKey, Organization
+
+API, CONSOLE = "api", "console"
+
+
+async def account_orgs(session: AsyncSession, account_id: str) -> Sequence[Organization]:
+    result = await session.scalars(
+        select(Organization)
+        .where(Organization.account_id == account_id)
+        .order_by(Organization.name, Organization.id)
+    )
+    return result.all()
+
+
+async def account_org(session: AsyncSession, account_id: str, org_id: str) -> Organization | None:
+    return await session.scalar(
+        select(Organization).where(Organization.id == org_id, Organization.account_id == account_id)
+    )
+
+
+async def org_keys(session: AsyncSession, org_id: str) -> Sequence[ApiKey]:
+    """The keys people hold (the console's own key is not one of them), newest first."""
+    result = await session.scalars(
+        select(ApiKey)
+        .where(ApiKey.org_id == org_id, ApiKey.kind == API)
+        .order_by(ApiKey.created_at.desc(), ApiKey.id)
+    )
+    return result.all()
+
+
+async def org_key(session: AsyncSession, org_id: str, key_id: str) -> ApiKey | None:
+    return await session.scalar(
+        select(ApiKey)
+        .where(ApiKey.id == key_id, ApiKey.org_id == org_id, ApiKey.kind == API)
+        .with_for_update()
+    )
+
+
+async def console_key_id(session: AsyncSession, hasher: SecretHasher, org_id: str) -> str:
+    """The organization's console key, made at its first use. Requests the console makes
+    for a user (Try it, cloning) are billed, rate limited and logged under it like any
+    key's; its secret is hashed and forgotten at once, so no one can present it."""
+    existing = await session.scalar(
+        select(ApiKey.id).where(
+            ApiKey.org_id == org_id, ApiKey.kind == CONSOLE, ApiKey.revoked_at.is_(None)
+        )
+    )
+    if existing is not None:
+        return existing
+    unusable = generate_secret()
+    key = ApiKey(
+        id=new_id("key"),
+        org_id=org_id,
+        name="console",
+        prefix="console",
+        secret_hash=hasher.hash(unusable.secret),
+        kind=CONSOLE,
+    )
+    session.add(key)
+    await session.flush()
+    return key.id

@@ -1,0 +1,185 @@
+"""The voices page: the catalogue and the organization's clones, previews, cloning from a
+file or a recording, deleting a clone, and the "Try it" panel."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request, Response
+from pydantic import ValidationError
+
+from voice_service.cloning.schemas import MAX_DESCRIPTION_LENGTH, MAX_NAME_LENGTH
+from voice_service.cloning.service import (
+    CloneRequest,
+    clone_request,
+    clone_voice,
+    delete_voice,
+)
+from voice_service.console.acting import act_for_org
+from voice_service.console.audit import Action, record_user_action
+from voice_service.console.auth import CurrentOrg, PageNotFound, SignedInUser, checked_form
+from voice_service.console.pages import redirect, render
+from voice_service.console.previews import Previews
+from voice_service.console.security import check_csrf, client_ip
+from voice_service.console.sessions import SignedIn
+from voice_service.db import transaction
+from voice_service.deps import Context
+from voice_service.errors import ApiError, InvalidRequest, describe_errors
+from voice_service.models import Organization
+from voice_service.speech.schemas import MAX_TEXT_LENGTH, SpeechRequest
+from voice_service.speech.service import ENDPOINT as SPEECH
+from voice_service.speech.service import synthesize_speech
+from voice_service.uploads import receive_audio_upload
+from voice_service.voices.repository import CLONED, get_visible, list_catalogue, list_clones
+
+router = APIRouter()
+
+# The text of the consent checkbox, stored as the clone's consent when it is ticked.
+CONSENT = (
+    "I confirm that I have the speaker's permission to clone this voice and to use the "
+    "recording for that purpose."
+)
+CLONING = "cloning"
+
+
+def get_previews(request: Request) -> Previews:
+    previews: Previews = request.app.state.console_previews
+    return previews
+
+
+@router.get("/orgs/{org_id}/voices")
+async def voices_page(
+    request: Request, context: Context, user: SignedInUser, org: CurrentOrg
+) -> Response:
+    return await _voices_page(request, context, user, org)
+
+
+async def _voices_page(
+    request: Request,
+    context: Context,
+    user: SignedIn,
+    org: Organization,
+    *,
+    status: int = 200,
+    error: str | None = None,
+    notice: str | None = None,
+    form: dict[str, str] | None = None,
+) -> Response:
+    async with context.sessions() as session:
+        catalogue = await list_catalogue(session)
+        clones = await list_clones(session, org.id)
+    return render(
+        request,
+        "voices.html",
+        user=user,
+        org=org,
+        status=status,
+        error=error,
+        notice=notice,
+        form=form or {},
+        catalogue=catalogue,
+        clones=clones,
+        consent=CONSENT,
+        max_name=MAX_NAME_LENGTH,
+        max_description=MAX_DESCRIPTION_LENGTH,
+        max_text=MAX_TEXT_LENGTH,
+        max_upload_mb=context.settings.max_upload_bytes // (1024 * 1024),
+    )
+
+
+@router.get("/orgs/{org_id}/voices/{voice_id}/preview")
+async def preview(
+    voice_id: str,
+    request: Request,
+    context: Context,
+    org: CurrentOrg,
+    previews: Annotated[Previews, Depends(get_previews)],
+) -> Response:
+    async with context.sessions() as session:
+        voice = await get_visible(session, org.id, voice_id)
+    if voice is None:
+        raise PageNotFound()
+    audio = await previews.get(context, voice, request.state.request_id)
+    return Response(audio, media_type="audio/mpeg", headers={"Cache-Control": "private"})
+
+
+@router.post("/orgs/{org_id}/text-to-speech")
+async def try_it(
+    request: Request, context: Context, user: SignedInUser, org: CurrentOrg
+) -> Response:
+    """The "Try it" panel: billed and logged as the organization's text-to-speech request;
+    errors come back in the API's envelope, which the page shows."""
+    form = await checked_form(request, user)
+    principal = await act_for_org(request, context, org, SPEECH)
+    try:
+        body = SpeechRequest(text=str(form.get("text", "")), voice_id=str(form.get("voice_id", "")))
+    except ValidationError as exc:
+        raise InvalidRequest(describe_errors(exc.errors())) from None
+    audio = await synthesize_speech(context, principal, request.state.record, body)
+    return Response(audio, media_type="audio/mpeg")
+
+
+@router.post("/orgs/{org_id}/voices/clone")
+async def clone_action(
+    request: Request, context: Context, user: SignedInUser, org: CurrentOrg
+) -> Response:
+    fields: dict[str, str] = {}
+    try:
+        async with receive_audio_upload(
+            request, context.settings.max_upload_bytes, context.uploads_dir
+        ) as upload:
+            fields = upload.fields
+            check_csrf(request, user.csrf_token, fields.get("csrf_token"))
+            clone = _clone_request(fields)
+            principal = await act_for_org(request, context, org, CLONING)
+            voice = await clone_voice(context, principal, request.state.record, clone, upload.path)
+    except ApiError as exc:
+        request.state.error_code = exc.code
+        form = {k: fields.get(k, "") for k in ("name", "description")}
+        return await _voices_page(
+            request, context, user, org, status=exc.status, error=exc.message, form=form
+        )
+    async with transaction(context.sessions) as session:
+        record_user_action(
+            session,
+            user,
+            Action.VOICE_CLONED,
+            f"{voice.id} ({voice.name}) in {org.id}",
+            client_ip(request),
+        )
+    # 201 like the API's clone, whose request-log row this request already has.
+    return await _voices_page(
+        request, context, user, org, status=201, notice=f"Voice {voice.name} created."
+    )
+
+
+def _clone_request(fields: dict[str, str]) -> CloneRequest:
+    if fields.get("consent") != "yes":
+        raise InvalidRequest("Tick the consent box: a voice is cloned only with permission.")
+    description = fields.get("description", "").strip() or None
+    return clone_request(fields.get("name", ""), description, consent=CONSENT)
+
+
+@router.get("/orgs/{org_id}/voices/{voice_id}/delete")
+async def delete_page(
+    voice_id: str, request: Request, context: Context, user: SignedInUser, org: CurrentOrg
+) -> Response:
+    async with context.sessions() as session:
+        voice = await get_visible(session, org.id, voice_id)
+    if voice is None or voice.type != CLONED:
+        raise PageNotFound()
+    return render(request, "voice_delete.html", user=user, org=org, voice=voice)
+
+
+@router.post("/orgs/{org_id}/voices/{voice_id}/delete")
+async def delete_action(
+    voice_id: str, request: Request, context: Context, user: SignedInUser, org: CurrentOrg
+) -> Response:
+    await checked_form(request, user)
+    principal = await act_for_org(request, context, org, None)
+    await delete_voice(context, principal, voice_id)  # another org's or unknown id: 404
+    async with transaction(context.sessions) as session:
+        record_user_action(
+            session, user, Action.VOICE_DELETED, f"{voice_id} in {org.id}", client_ip(request)
+        )
+    return redirect(f"/console/orgs/{org.id}/voices")

@@ -1,0 +1,37 @@
+"""GET /requests bodies."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from voice_service.models import RequestLogEntry
+from voice_service.voices.schemas import Timestamp
+
+
+class LoggedRequest(BaseModel):
+    request_id: str = Field(examples=["req_3f9c2b7d1e0a4c5b6a7d8e9f"])
+    method: str
+    path: str
+    status: int
+    error_code: str | None
+    duration_ms: int
+    created_at: Timestamp
+
+    @classmethod
+    def of(cls, row: RequestLogEntry) -> LoggedRequest:
+        return cls(
+            request_id=row.request_id,
+            method=row.method,
+            path=row.path,
+            status=row.status,
+            error_code=row.error_code,
+            duration_ms=row.duration_ms,
+            created_at=row.created_at,
+        )
+
+
+class RequestList(BaseModel):
+    requests: list[LoggedRequest]
+    next: str | None = Field(
+        description="Pass as `before` for the next (older) page; null on the last page."
+    )

@@ -1,0 +1,122 @@
+"""One real `voice-service serve` for the console's tests, its users made with the CLI,
+and Debian's Chromium driven by Playwright (launched by path: nothing is downloaded)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.servers import CLI, Server, running_server
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "console"
+PASSWORD = "correct horse battery staple"
+
+
+def cli(server: Server, *args: str, stdin: str | None = None) -> Any:
+    """The admin CLI on the server's data dir, as an operator runs it; its JSON answer."""
+    done = subprocess.run(  # noqa: S603
+        [*CLI, *args, "--json"],
+        env=server.env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(done.stdout)
+
+
+@dataclass(frozen=True)
+class Customer:
+    """A console user, their account and one organization of it."""
+
+    email: str
+    user_id: str
+    account_id: str
+    org_id: str
+    org_name: str
+
+
+@pytest.fixture(scope="package")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    with running_server(tmp_path_factory.mktemp("console-server")) as running:
+        yield running
+
+
+def new_customer(server: Server, email: str, org_name: str) -> Customer:
+    org = cli(server, "orgs", "create", org_name)
+    user = cli(
+        server,
+        "users",
+        "create",
+        org["account_id"],
+        email,
+        "--password-stdin",
+        stdin=PASSWORD + "\n",
+    )
+    return Customer(email, user["id"], org["account_id"], org["id"], org_name)
+
+
+@pytest.fixture(scope="package")
+def alice(server: Server) -> Customer:
+    """The first organization's account (the one `serve` made), with a user."""
+    user = cli(
+        server,
+        "users",
+        "create",
+        server.account_id,
+        "alice@example.com",
+        "--password-stdin",
+        stdin=PASSWORD + "\n",
+    )
+    cli(server, "orgs", "create", "Acme Studio", "--account", server.account_id)
+    return Customer("alice@example.com", user["id"], server.account_id, server.org_id, "default")
+
+
+@pytest.fixture(scope="package")
+def mallory(server: Server) -> Customer:
+    """Another account's user."""
+    return new_customer(server, "mallory@example.com", "Mallory Inc")
+
+
+def csrf_token(html: str) -> str:
+    match = re.search(r'name="csrf_token" value="([^"]+)"', html)
+    assert match is not None, "no CSRF token in the page"
+    return match.group(1)
+
+
+@contextmanager
+def signed_in_client(
+    server: Server, email: str, password: str = PASSWORD
+) -> Iterator[httpx.Client]:
+    """An HTTP client with a console session, signed in through the form."""
+    with httpx.Client(base_url=server.root, timeout=60) as client:
+        page = client.get("/console/sign-in")
+        response = client.post(
+            "/console/sign-in",
+            data={"email": email, "password": password, "csrf_token": csrf_token(page.text)},
+        )
+        assert response.status_code == 303, response.text
+        yield client
+
+
+@pytest.fixture(scope="package")
+def browser() -> Iterator[Any]:
+    if not CHROMIUM.exists():
+        pytest.skip("Debian's chromium is not installed (.ci/run installs it)")
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM))
+        yield browser
+        browser.close()

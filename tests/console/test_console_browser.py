@@ -1,0 +1,181 @@
+"""The console in a real browser (Debian's Chromium), found by roles and accessible names,
+as a customer given only an email and a password uses it. Screenshots of every page go to
+test-artifacts/console/."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests import speech_clips as clips
+from tests.console.conftest import ARTIFACTS, PASSWORD, Customer
+from tests.servers import Server
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+expect = playwright_api.expect
+
+DESKTOP = {"width": 1280, "height": 860}
+PHONE = {"width": 390, "height": 844}
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport=DESKTOP)
+    page = context.new_page()
+    dialogs: list[str] = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    yield page
+    context.close()
+    assert dialogs == [], f"a script ran: {dialogs}"
+
+
+def shoot(page: Any, name: str) -> None:
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def sign_in(page: Any, server: Server, email: str, password: str = PASSWORD) -> None:
+    page.goto(f"{server.root}/console/")
+    page.get_by_label("Email").fill(email)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Sign in").click()
+
+
+def test_keys_usage_and_request_log(page: Any, server: Server, alice: Customer) -> None:
+    sign_in(page, server, alice.email, "not my password at all")
+    expect(page.get_by_role("alert")).to_have_text("Incorrect email or password.")
+    shoot(page, "sign-in-error")
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("heading", name="Organizations")).to_be_visible()
+    shoot(page, "organizations")
+
+    page.get_by_role("link", name=alice.org_name, exact=True).click()
+    expect(page.get_by_role("heading", name="API keys")).to_be_visible()
+    page.get_by_role("button", name="Create key").click()
+    page.get_by_label("Name").fill("Browser test")
+    page.get_by_role("button", name="Create", exact=True).click()
+    secret = page.get_by_label("New API key").inner_text().strip()
+    assert re.fullmatch(r"vs_[A-Za-z0-9]{40}", secret)
+    expect(page.get_by_role("button", name="Copy")).to_be_visible()
+    shoot(page, "keys-new-secret")
+
+    headers = {"Authorization": f"Bearer {secret}"}
+    voices = httpx.get(f"{server.base_url}/voices", headers=headers, timeout=60)
+    assert voices.status_code == 200
+    voice_id = voices.json()["voices"][0]["id"]
+    spoken = httpx.post(
+        f"{server.base_url}/text-to-speech",
+        headers=headers,
+        json={"text": "Hello console.", "voice_id": voice_id},
+        timeout=120,
+    )
+    assert spoken.status_code == 200
+    request_id = spoken.headers["x-request-id"]
+
+    page.reload()
+    expect(page.get_by_label("New API key")).to_have_count(0)
+    expect(page.get_by_role("row", name=re.compile("Browser test"))).to_contain_text(secret[:10])
+    shoot(page, "keys")
+
+    page.get_by_role("link", name="Request log").click()
+    page.get_by_label("Request ID").fill(request_id)
+    page.get_by_role("button", name="Filter").click()
+    row = page.get_by_role("row", name=re.compile(request_id))
+    expect(row).to_contain_text("/api/v1/text-to-speech")
+    expect(row).to_contain_text("200")
+    shoot(page, "request-log")
+
+    page.get_by_role("link", name="Usage").click()
+    totals = page.get_by_role("table", name="Totals")
+    expect(totals.get_by_role("row", name=re.compile("text-to-speech"))).to_contain_text(
+        str(len("Hello console."))
+    )
+    expect(page.get_by_role("img", name="Units per day")).to_be_visible()
+    shoot(page, "usage")
+
+    page.get_by_role("link", name="API keys").click()
+    page.get_by_role("row", name=re.compile("Browser test")).get_by_role(
+        "button", name="Revoke"
+    ).click()
+    shoot(page, "revoke-confirm")
+    page.get_by_role("button", name="Yes, revoke this key").click()
+    expect(page.get_by_role("row", name=re.compile("Browser test"))).to_contain_text("Revoked")
+    refused = httpx.get(f"{server.base_url}/voices", headers=headers, timeout=60)
+    assert refused.status_code == 401
+
+
+def test_voices_clone_preview_try_and_delete(
+    page: Any, server: Server, alice: Customer, tmp_path: Path
+) -> None:
+    sample = clips.write_audio(
+        tmp_path / "narrator.wav",
+        clips.english_speech(" ".join(clips.ENGLISH_TEXTS[:2])),
+        "wav-s16",
+    )
+    sign_in(page, server, alice.email)
+    page.goto(f"{server.root}/console/orgs/{alice.org_id}/voices")
+    page.get_by_label("Name", exact=True).fill("Narrator")
+    page.get_by_label("Description").fill("Audiobook voice")
+    page.get_by_label("Audio file").set_input_files(str(sample))
+    page.get_by_label(re.compile("I confirm that I have the speaker's permission")).check()
+    page.get_by_role("button", name="Clone voice").click()
+    expect(page.get_by_role("status").filter(has_text="Voice Narrator created.")).to_be_visible()
+    shoot(page, "voices")
+
+    with page.expect_response(re.compile(r"/preview$")) as preview:
+        page.get_by_role("button", name="Play preview of Narrator").click()
+    assert preview.value.status == 200
+    assert preview.value.headers["content-type"] == "audio/mpeg"
+
+    page.get_by_label("Voice", exact=True).select_option(label="Narrator")
+    page.get_by_label("Text", exact=True).fill("Trying it out.")
+    with page.expect_response(re.compile(r"/text-to-speech$")) as spoken:
+        page.get_by_role("button", name="Speak", exact=True).click()
+    assert spoken.value.status == 200
+    expect(page.get_by_label("Speech")).to_have_attribute("src", re.compile("^blob:"))
+
+    page.get_by_role("row", name=re.compile("Narrator")).get_by_role(
+        "button", name="Delete"
+    ).click()
+    page.get_by_role("button", name="Yes, delete this voice").click()
+    expect(page.get_by_role("table").first).not_to_contain_text("Narrator")
+
+
+def test_a_voice_named_like_a_script_shows_as_text(
+    page: Any, server: Server, alice: Customer, tmp_path: Path
+) -> None:
+    sample = clips.write_audio(tmp_path / "s.wav", clips.english_speech(), "wav-s16")
+    name = "<script>alert(1)</script>"
+    created = httpx.post(
+        f"{server.base_url}/voices/clone",
+        headers={"Authorization": f"Bearer {server.api_key}"},
+        data={"name": name, "consent": "true"},
+        files={"file": ("s.wav", sample.read_bytes(), "audio/wav")},
+        timeout=120,
+    )
+    assert created.status_code == 201, created.text
+    sign_in(page, server, alice.email)
+    page.goto(f"{server.root}/console/orgs/{alice.org_id}/voices")
+    # Shown as text (and the page fixture checks that no dialog opened).
+    expect(page.get_by_role("row", name=name).get_by_text(name, exact=True)).to_be_visible()
+
+
+def test_phone_layout_and_other_accounts(
+    browser: Any, server: Server, alice: Customer, mallory: Customer
+) -> None:
+    context = browser.new_context(viewport=PHONE, is_mobile=True)
+    page = context.new_page()
+    sign_in(page, server, alice.email)
+    for name in ("keys", "voices", "usage"):
+        page.goto(f"{server.root}/console/orgs/{alice.org_id}/{name}")
+        width = page.evaluate("document.documentElement.scrollWidth")
+        assert width <= PHONE["width"], f"{name} is {width} px wide on a phone"
+        shoot(page, f"phone-{name}")
+    response = page.goto(f"{server.root}/console/orgs/{mallory.org_id}/keys")
+    assert response.status == 404
+    context.close()

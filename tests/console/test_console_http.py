@@ -1,0 +1,185 @@
+"""The console's security properties, checked over HTTP against a real server."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.console.conftest import (
+    PASSWORD,
+    Customer,
+    cli,
+    csrf_token,
+    new_customer,
+    signed_in_client,
+)
+from tests.servers import Server
+
+
+def sign_in_attempt(server: Server, email: str, password: str) -> httpx.Response:
+    with httpx.Client(base_url=server.root, timeout=60) as client:
+        page = client.get("/console/sign-in")
+        return client.post(
+            "/console/sign-in",
+            data={"email": email, "password": password, "csrf_token": csrf_token(page.text)},
+        )
+
+
+def test_session_cookie_and_security_headers(server: Server, alice: Customer) -> None:
+    with httpx.Client(base_url=server.root, timeout=60) as client:
+        page = client.get("/console/sign-in")
+        response = client.post(
+            "/console/sign-in",
+            data={"email": alice.email, "password": PASSWORD, "csrf_token": csrf_token(page.text)},
+        )
+        assert response.status_code == 303
+        cookie = next(
+            v
+            for k, v in response.headers.multi_items()
+            if k == "set-cookie" and v.startswith("vs_console=")
+        )
+        attributes = {part.strip().split("=")[0].lower() for part in cookie.split(";")}
+        assert {"httponly", "path", "samesite"} <= attributes
+        assert "Path=/console" in cookie and "SameSite=lax" in cookie
+        keys = client.get(f"/console/orgs/{alice.org_id}/keys")
+        assert keys.status_code == 200
+        policy = keys.headers["content-security-policy"]
+        script_src = next(d for d in policy.split(";") if d.strip().startswith("script-src"))
+        assert script_src.strip() == "script-src 'self'"
+        assert "frame-ancestors 'none'" in policy
+        assert keys.headers["cache-control"] == "no-store"
+        assert "<script>" not in keys.text  # only <script src=...>: no inline script
+
+
+def test_wrong_credentials_get_one_message_whichever_was_wrong(
+    server: Server, alice: Customer
+) -> None:
+    wrong_password = sign_in_attempt(server, alice.email, "not the password at all")
+    unknown_email = sign_in_attempt(server, "nobody@example.com", PASSWORD)
+    assert wrong_password.status_code == unknown_email.status_code == 401
+    for response in (wrong_password, unknown_email):
+        assert "Incorrect email or password." in response.text
+
+
+def test_five_failures_delay_the_next_tries_even_with_the_right_password(server: Server) -> None:
+    victim = new_customer(server, "victim@example.com", "Victim Org")
+    for _ in range(5):
+        assert sign_in_attempt(server, victim.email, "wrong password 123").status_code == 401
+    refused = sign_in_attempt(server, victim.email, PASSWORD)
+    assert refused.status_code == 429
+    assert "Too many failed sign-ins" in refused.text
+    actions = [e["action"] for e in cli(server, "audit", victim.account_id)]
+    assert actions.count("sign_in_failed") == 5
+    assert actions[0] == "sign_in_throttled"
+
+
+def test_disabled_users_and_suspended_accounts_cannot_sign_in(server: Server) -> None:
+    disabled = new_customer(server, "disabled@example.com", "Disabled Org")
+    cli(server, "users", "disable", disabled.user_id)
+    response = sign_in_attempt(server, disabled.email, PASSWORD)
+    assert response.status_code == 403 and "This user is disabled" in response.text
+    suspended = new_customer(server, "suspended@example.com", "Suspended Org")
+    cli(server, "accounts", "suspend", suspended.account_id)
+    response = sign_in_attempt(server, suspended.email, PASSWORD)
+    assert response.status_code == 403 and "This account is suspended" in response.text
+
+
+def test_forms_without_the_sessions_token_or_from_another_site_are_refused(
+    server: Server, alice: Customer
+) -> None:
+    before = len(cli(server, "keys", "list", alice.org_id))
+    with signed_in_client(server, alice.email) as client:
+        url = f"/console/orgs/{alice.org_id}/keys"
+        token = csrf_token(client.get(url).text)
+        for data, headers in (
+            ({"name": "no token"}, {}),
+            ({"name": "wrong token", "csrf_token": token[::-1]}, {}),
+            ({"name": "foreign origin", "csrf_token": token}, {"Origin": "https://evil.test"}),
+        ):
+            response = client.post(url, data=data, headers=headers)
+            assert response.status_code == 403, data
+            assert "came from another site" in response.text
+        assert len(cli(server, "keys", "list", alice.org_id)) == before
+        assert client.post(url, data={"name": "fine", "csrf_token": token}).status_code == 200
+    assert len(cli(server, "keys", "list", alice.org_id)) == before + 1
+
+
+def test_sign_out_ends_the_session_on_the_server(server: Server, alice: Customer) -> None:
+    with signed_in_client(server, alice.email) as client:
+        cookie = client.cookies["vs_console"]
+        page = client.get("/console/orgs")
+        assert page.status_code == 200
+        out = client.post("/console/sign-out", data={"csrf_token": csrf_token(page.text)})
+        assert out.status_code == 303
+    with httpx.Client(base_url=server.root, cookies={"vs_console": cookie}) as replay:
+        response = replay.get("/console/orgs")
+        assert response.status_code == 303
+        assert response.headers["location"] == "/console/sign-in"
+
+
+@pytest.mark.parametrize("page", ["keys", "usage", "requests", "voices", "usage.csv"])
+def test_another_accounts_organization_is_not_found(
+    server: Server, alice: Customer, mallory: Customer, page: str
+) -> None:
+    with signed_in_client(server, mallory.email) as client:
+        foreign = client.get(f"/console/orgs/{alice.org_id}/{page}")
+        unknown = client.get(f"/console/orgs/org_doesnotexist/{page}")
+        own = client.get(f"/console/orgs/{mallory.org_id}/{page}")
+    assert foreign.status_code == unknown.status_code == 404
+    assert foreign.text == unknown.text
+    assert own.status_code == 200
+
+
+def test_organizations_page_lists_only_the_users_account(
+    server: Server, alice: Customer, mallory: Customer
+) -> None:
+    with signed_in_client(server, alice.email) as client:
+        page = client.get("/console/orgs").text
+    assert "Acme Studio" in page and alice.org_id in page
+    assert mallory.org_name not in page
+
+
+def test_usage_csv_download(server: Server, alice: Customer) -> None:
+    with signed_in_client(server, alice.email) as client:
+        response = client.get(
+            f"/console/orgs/{alice.org_id}/usage.csv",
+            params={"from": "2026-01-01", "to": "2026-01-31"},
+        )
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/csv")
+        assert response.text.splitlines()[0] == "date,endpoint,units,requests"
+        assert "attachment" in response.headers["content-disposition"]
+        bad = client.get(f"/console/orgs/{alice.org_id}/usage.csv", params={"from": "2026-13-01"})
+        assert bad.status_code == 400
+
+
+def test_what_a_tenant_typed_is_escaped(server: Server, alice: Customer) -> None:
+    with signed_in_client(server, alice.email) as client:
+        url = f"/console/orgs/{alice.org_id}/keys"
+        token = csrf_token(client.get(url).text)
+        client.post(url, data={"name": "<script>alert(1)</script>", "csrf_token": token})
+        page = client.get(url).text
+    assert "<script>alert(1)</script>" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+def test_sign_in_and_key_changes_are_audited(server: Server) -> None:
+    carol = new_customer(server, "carol@example.com", "Carol Org")
+    assert sign_in_attempt(server, carol.email, "a wrong password!").status_code == 401
+    with signed_in_client(server, carol.email) as client:
+        url = f"/console/orgs/{carol.org_id}/keys"
+        token = csrf_token(client.get(url).text)
+        client.post(url, data={"name": "audited", "csrf_token": token})
+        [key] = cli(server, "keys", "list", carol.org_id)
+        revoked = client.post(f"{url}/{key['id']}/revoke", data={"csrf_token": token})
+        assert revoked.status_code == 303
+    events = cli(server, "audit", carol.account_id)
+    assert [e["action"] for e in events] == [
+        "key_revoked",
+        "key_created",
+        "sign_in",
+        "sign_in_failed",
+    ]
+    assert all(e["email"] == carol.email for e in events)
+    assert key["id"] in events[0]["target"] and key["id"] in events[1]["target"]
+    assert cli(server, "keys", "list", carol.org_id)[0]["revoked_at"] is not None
