@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,8 @@ from typing import IO
 
 import httpx
 
+from tests.ports import free_port
+
 CLI = [sys.executable, "-m", "voice_service"]
 
 
@@ -24,6 +25,7 @@ class Server:
     base_url: str
     api_key: str
     org_id: str
+    account_id: str
     env: dict[str, str]
     pid: int  # one worker: uvicorn serves in the process the CLI started
     data_dir: Path
@@ -41,12 +43,6 @@ class Server:
     @property
     def database(self) -> Path:
         return self.data_dir / "voice-service.db"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _read_json(stream: IO[str] | None, deadline: float) -> dict[str, str]:
@@ -89,7 +85,7 @@ def running_server(data_dir: Path, **settings: str) -> Iterator[Server]:
     }
     env.pop("VOICE_SERVICE_REDIS_URL", None)
     env.pop("VOICE_SERVICE_KEY_PEPPER", None)
-    port = _free_port()
+    port = free_port()
     log = data_dir / "serve.log"
     with log.open("w") as stderr:
         process = subprocess.Popen(  # noqa: S603
@@ -103,7 +99,14 @@ def running_server(data_dir: Path, **settings: str) -> Iterator[Server]:
         first = _read_json(process.stdout, time.monotonic() + 60)
         _wait_ready(f"http://127.0.0.1:{port}", time.monotonic() + 120)
         yield Server(
-            first["base_url"], first["api_key"], first["org_id"], env, process.pid, data_dir, log
+            first["base_url"],
+            first["api_key"],
+            first["org_id"],
+            first["account_id"],
+            env,
+            process.pid,
+            data_dir,
+            log,
         )
     finally:
         process.terminate()

@@ -4,7 +4,6 @@ limit in memory, says so, and goes back to the shared budget once Redis answers.
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import Iterator
 
 import pytest
@@ -13,6 +12,7 @@ from sqlalchemy.engine import make_url
 
 from tests.cluster.faultproxy import FaultProxy
 from tests.conftest import REDIS_URL
+from tests.ports import free_port
 from voice_service.errors import RateLimited
 from voice_service.ratelimit import RateLimiter
 
@@ -34,14 +34,8 @@ async def _allowed(limiter: RateLimiter, key: str, attempts: int) -> int:
     return allowed
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 async def test_unreachable_redis_leaves_each_process_its_share() -> None:
-    limiter = RateLimiter(f"redis://127.0.0.1:{_closed_port()}/0", timeout=1, processes=PROCESSES)
+    limiter = RateLimiter(f"redis://127.0.0.1:{free_port()}/0", timeout=1, processes=PROCESSES)
     try:
         assert await _allowed(limiter, "key_a", LIMIT) == LIMIT // PROCESSES
         assert limiter.degraded

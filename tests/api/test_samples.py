@@ -31,6 +31,7 @@ from tests.api.test_cloning import clone, raised_voice_sample
 from tests.api.test_errors import assert_error
 from tests.api.test_text_to_speech import usage_units
 from tests.conftest import Tenant, Tenants, make_settings, running
+from tests.ports import free_port
 from voice_service.app import create_app
 from voice_service.cloning import repository, samples
 from voice_service.cloning.samples import S3SampleStore
@@ -146,13 +147,6 @@ def test_sample_store_accepts_unset_and_s3(tmp_path: Path, value: str, expected:
 
 
 # --- the S3 store, against moto's server ------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 @pytest.fixture(scope="module")

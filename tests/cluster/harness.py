@@ -11,7 +11,6 @@ import json
 import math
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -33,6 +32,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, c
 
 from tests.cluster.faultproxy import FaultProxy, LoopThread
 from tests.conftest import TEST_PEPPER, fresh_database
+from tests.ports import free_port
 from voice_service.auth.keys import SecretHasher
 from voice_service.db import run_in_transaction
 from voice_service.ids import catalogue_voice_id
@@ -66,12 +66,6 @@ DB_MAX_OVERFLOW = 2
 JOE = catalogue_voice_id("piper:en_US-joe-medium")
 UNKNOWN_VOICE = "voice_000000000000000000000000"
 BAD_KEY = "vs_" + "x" * 40
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 # --- the database, read directly ---------------------------------------------------------
