@@ -43,8 +43,8 @@ from bench.procs import (
     start_service,
 )
 from voice_service.audio.decode import decode_audio
+from voice_service.audio.encode import encode_mp3
 from voice_service.audio.formats import identify_audio
-from voice_service.audio.mp3 import encode_mp3
 from voice_service.engines.piper import PiperEngine
 from voice_service.engines.registry import load_whisper
 from voice_service.ids import catalogue_voice_id
@@ -116,6 +116,20 @@ class Service:
         response = (client or self.client).post(f"{self.base}/text-to-speech", json=body)
         response.raise_for_status()
         return response.content
+
+    def first_byte(self, text: str, client: httpx.Client | None = None) -> tuple[float, float]:
+        """Seconds to the first MP3 byte of /text-to-speech/stream, and to its last."""
+        body = {"text": text, "voice_id": catalogue_voice_id(VOICE_KEY)}
+        started = time.perf_counter()
+        first = 0.0
+        with (client or self.client).stream(
+            "POST", f"{self.base}/text-to-speech/stream", json=body
+        ) as response:
+            response.raise_for_status()
+            for chunk in response.iter_raw():
+                if chunk and not first:
+                    first = time.perf_counter() - started
+        return first, time.perf_counter() - started
 
     def stt(self, name: str, audio: bytes, client: httpx.Client | None = None) -> httpx.Response:
         return (client or self.client).post(
@@ -327,6 +341,46 @@ def concurrency(svc: Service, plan: Plan) -> tuple[list[Figure], dict[str, Any]]
                      "concurrent_s": parallel}  # fmt: skip
 
 
+# --- 9. streaming -------------------------------------------------------------------------
+
+
+def streaming(svc: Service, plan: Plan) -> tuple[list[Figure], dict[str, Any]]:
+    """Time to the first audio byte of the paragraph streamed, against the whole answer of
+    /text-to-speech in the same run (alternated); then 8 streams at once."""
+    svc.first_byte(PARAGRAPH), svc.tts(PARAGRAPH)  # warm both paths
+    first_bytes, wholes = [], []
+    for _ in range(plan.repeats):
+        first_bytes.append(svc.first_byte(PARAGRAPH)[0])
+        wholes.append(_timed(lambda: svc.tts(PARAGRAPH)))
+    first_s, whole_s = statistics.median(first_bytes), statistics.median(wholes)
+    n = 8
+    text = SHORT_TEXT if plan.quick else PARAGRAPH
+    clients = [httpx.Client(headers=svc.auth, timeout=300) for _ in range(n)]
+    try:
+        with ThreadPoolExecutor(n) as executor:
+            started = time.perf_counter()
+            results = list(executor.map(lambda c: svc.first_byte(text, c), clients))
+            elapsed = time.perf_counter() - started
+    finally:
+        for client in clients:
+            client.close()
+    concurrent_first = sorted(first for first, _ in results)
+    figures = [
+        Figure("stream_first_byte_ratio", "9. TTS stream: first byte / whole non-streamed",
+               first_s / whole_s, "x", "<=", 0.15),
+        Figure("stream_first_byte_ms", "9. TTS stream first byte", first_s * 1000, "ms",
+               "<=", 200.0),
+        Figure("stream_whole_s", "9. TTS not streamed, whole answer", whole_s, "s"),
+        Figure("stream_concurrent_rps", "9. 8 streams at once: throughput", n / elapsed,
+               "req/s"),
+        Figure("stream_concurrent_first_p50_ms", "9. 8 streams at once: first byte p50",
+               statistics.median(concurrent_first) * 1000, "ms"),
+        Figure("stream_concurrent_first_max_ms", "9. 8 streams at once: first byte max",
+               concurrent_first[-1] * 1000, "ms"),
+    ]  # fmt: skip
+    return figures, {"first_byte_s": first_bytes, "whole_s": wholes, "concurrent": results}
+
+
 # --- 6. upload memory -----------------------------------------------------------------------
 
 
@@ -439,6 +493,7 @@ def run(plan: Plan, work: Path) -> dict[str, Any]:
             ("stt", lambda: transcription(svc, plan, clip, pcm.duration_seconds, settings)),
             ("responsiveness", lambda: responsiveness(svc, plan, clip, settings.pool_size)),
             ("concurrency", lambda: concurrency(svc, plan)),
+            ("streaming", lambda: streaming(svc, plan)),
             ("upload_memory", lambda: upload_memory(svc)),
         ]
         for name, step in steps:

@@ -32,6 +32,7 @@ from voice_service.middleware import (
     RequestBodyMiddleware,
     RequestContextMiddleware,
 )
+from voice_service.openai_api.routes import router as openai_router
 from voice_service.openapi import install_openapi
 from voice_service.pool import InferencePool
 from voice_service.ratelimit import RateLimiter
@@ -141,6 +142,7 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
     api.include_router(usage_router)
     api.include_router(requests_router)
     app.include_router(api)
+    app.include_router(openai_router)
     app.include_router(docs_router(API_PREFIX))
     app.include_router(health_router)
     # After the error handlers: it replaces the API's handler with one that also renders pages.

@@ -1,6 +1,8 @@
 """One exception class per error code of the spec, and the one place that renders them.
 
-Services raise these; only `install_error_handlers` knows about statuses and the envelope.
+Services raise these; only this module knows about statuses and error bodies. Two bodies:
+the spec's envelope, and OpenAI's error shape for the OpenAI-compatible API under /v1, so
+that OpenAI's SDKs raise the error classes their users already handle.
 """
 
 from __future__ import annotations
@@ -22,9 +24,16 @@ class ApiError(Exception):
     code: ClassVar[str] = "INTERNAL_ERROR"
     default_message: ClassVar[str] = "The service failed to handle the request."
 
-    def __init__(self, message: str | None = None, *, headers: dict[str, str] | None = None):
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        headers: dict[str, str] | None = None,
+        param: str | None = None,
+    ):
         self.message = message or self.default_message
         self.headers = headers or {}
+        self.param = param  # the offending request field, where one is to blame
         super().__init__(self.message)
 
 
@@ -113,21 +122,53 @@ def envelope(code: str, message: str, request_id: str) -> dict[str, Any]:
     return {"error": {"code": code, "message": message, "request_id": request_id}}
 
 
-def envelope_bytes(error: ApiError, request_id: str) -> bytes:
+OPENAI_PREFIX = "/v1"
+
+# OpenAI's error types by status; its SDKs choose their exception class by status alone.
+_OPENAI_TYPES = {
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    429: "rate_limit_error",
+}
+
+
+def is_openai_path(path: str) -> bool:
+    return path == OPENAI_PREFIX or path.startswith(OPENAI_PREFIX + "/")
+
+
+def openai_error(error: ApiError) -> dict[str, Any]:
+    if error.status >= 500:
+        kind = "server_error"
+    else:
+        kind = _OPENAI_TYPES.get(error.status, "invalid_request_error")
+    return {
+        "error": {
+            "message": error.message,
+            "type": kind,
+            "param": error.param,
+            "code": error.code.lower(),  # INVALID_API_KEY is OpenAI's invalid_api_key
+        }
+    }
+
+
+def envelope_bytes(error: ApiError, request_id: str, path: str = "") -> bytes:
     """The one serialization of an error body, whoever writes it (handler, middleware or
-    server protocol): compact and UTF-8, as Starlette's JSONResponse writes success bodies."""
-    return json.dumps(
-        envelope(error.code, error.message, request_id),
-        ensure_ascii=False,
-        separators=(",", ":"),
-    ).encode()
+    server protocol): the shape of the API `path` belongs to, compact and UTF-8, as
+    Starlette's JSONResponse writes success bodies. The request id is also in X-Request-ID."""
+    body = (
+        openai_error(error)
+        if is_openai_path(path)
+        else envelope(error.code, error.message, request_id)
+    )
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def error_response(request: Request, error: ApiError) -> Response:
     request_id: str = request.scope["state"]["request_id"]
     request.scope["state"]["error_code"] = error.code
     return Response(
-        envelope_bytes(error, request_id),
+        envelope_bytes(error, request_id, request.url.path),
         status_code=error.status,
         headers=error.headers,
         media_type="application/json",
@@ -143,6 +184,15 @@ def describe_errors(errors: Sequence[Any]) -> str:
     return "; ".join(parts) or InvalidRequest.default_message
 
 
+def first_field(errors: Sequence[Any]) -> str | None:
+    """The first offending field's name, as OpenAI's `param` names it."""
+    for err in errors:
+        location = [str(p) for p in err.get("loc", ()) if p not in ("body", "query", "path")]
+        if location:
+            return ".".join(location)
+    return None
+
+
 def install_error_handlers(app: FastAPI) -> None:
     async def on_api_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, ApiError)
@@ -150,7 +200,9 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def on_validation_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
-        return error_response(request, InvalidRequest(describe_errors(exc.errors())))
+        errors = exc.errors()
+        error = InvalidRequest(describe_errors(errors), param=first_field(errors))
+        return error_response(request, error)
 
     async def on_http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)

@@ -111,11 +111,11 @@ class RequestContextMiddleware:
             if record.written:
                 logger.error("request %s failed after its success was committed", request_id)
             state["error_code"] = InternalError.code
-            await send_json_error(send_with_context, InternalError(), request_id)
+            await send_json_error(send_with_context, InternalError(), request_id, scope["path"])
 
     async def _log(self, state: dict[str, Any], status: int) -> None:
         record: RequestRecord = state["record"]
-        if record.written:  # committed with its billed success
+        if record.written or record.streamed:  # committed with its success, or by the stream
             return
         entry = record.entry(status, state.get("principal"), state.get("error_code"))
         await record_request(self.write_log, entry)
@@ -163,7 +163,8 @@ class RequestBodyMiddleware:
         declared = _content_length(scope)
         if declared is not None and declared > self.max_bytes:
             scope["state"]["error_code"] = PayloadTooLarge.code
-            await send_json_error(send, self._too_large(), scope["state"]["request_id"])
+            request_id = scope["state"]["request_id"]
+            await send_json_error(send, self._too_large(), request_id, scope["path"])
             return
         received = 0
         body_done = False
@@ -207,8 +208,8 @@ def _content_length(scope: Scope) -> int | None:
     return None
 
 
-async def send_json_error(send: Send, error: ApiError, request_id: str) -> None:
-    body = envelope_bytes(error, request_id)
+async def send_json_error(send: Send, error: ApiError, request_id: str, path: str) -> None:
+    body = envelope_bytes(error, request_id, path)
     headers = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),

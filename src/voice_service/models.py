@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     DateTime,
     ForeignKey,
     Index,
@@ -131,6 +132,7 @@ class RequestLogEntry(Base):
     error_code: Mapped[str | None] = mapped_column(String(40))
     duration_ms: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    bytes_sent: Mapped[int | None] = mapped_column(BigInteger)  # streamed responses only
 
 
 class UsageRecord(Base):

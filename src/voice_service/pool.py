@@ -7,9 +7,10 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import ParamSpec, TypeVar
+from contextlib import contextmanager
+from typing import Any, ParamSpec, TypeVar, cast
 
 from voice_service.engines.deadline import InferenceTimeout
 from voice_service.errors import ProviderError
@@ -41,6 +42,44 @@ class InferencePool:
         self.in_use = 0  # jobs holding a slot: running, or just finished in their thread
 
     async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        await self._acquire()
+        loop = asyncio.get_running_loop()
+        job = self._executor.submit(fn, *args, **kwargs)
+        # The slot frees when the thread is done, not when a disconnected caller gives up.
+        job.add_done_callback(lambda _: loop.call_soon_threadsafe(self._release))
+        with _timeouts_as_provider_errors(fn):
+            return await asyncio.wrap_future(job)
+
+    async def stream(
+        self, fn: Callable[P, Iterator[T]], *args: P.args, **kwargs: P.kwargs
+    ) -> AsyncGenerator[T, None]:
+        """The items of the generator `fn(...)`, each made in a worker thread.
+
+        One slot is held from the first item until the caller closes the iterator. The next
+        item is made while the caller handles this one, and no further: a caller that reads
+        slowly (a client on a slow link) holds the generator back. Closing early (a client
+        that left) closes the generator between items and then frees the slot."""
+        await self._acquire()
+        loop = asyncio.get_running_loop()
+        items = fn(*args, **kwargs)  # a generator: nothing runs before its first item
+        pending = self._executor.submit(_next_or_done, items)
+        try:
+            while True:
+                with _timeouts_as_provider_errors(fn):
+                    item = await asyncio.wrap_future(pending)
+                if item is _DONE:
+                    return
+                pending = self._executor.submit(_next_or_done, items)
+                yield cast(T, item)
+        finally:
+            # A generator cannot be closed while a thread runs it: close it after that step.
+            def close_then_release(_: object) -> None:
+                closing = self._executor.submit(_close, items)
+                closing.add_done_callback(lambda _: loop.call_soon_threadsafe(self._release))
+
+            pending.add_done_callback(close_then_release)
+
+    async def _acquire(self) -> None:
         try:
             await asyncio.wait_for(self._slots.acquire(), self._queue_timeout)
         except TimeoutError:
@@ -48,17 +87,6 @@ class InferencePool:
                 "Every inference worker stayed busy; the request is safe to retry."
             ) from None
         self.in_use += 1
-        loop = asyncio.get_running_loop()
-        job = self._executor.submit(fn, *args, **kwargs)
-        # The slot frees when the thread is done, not when a disconnected caller gives up.
-        job.add_done_callback(lambda _: loop.call_soon_threadsafe(self._release))
-        try:
-            return await asyncio.wrap_future(job)
-        except InferenceTimeout as exc:
-            logger.warning("%s %s", getattr(fn, "__name__", "inference"), exc)
-            raise ProviderError(
-                "The voice engine took too long and was stopped; the request is safe to retry."
-            ) from None
 
     def _release(self) -> None:
         self.in_use -= 1
@@ -66,6 +94,31 @@ class InferencePool:
 
     def shutdown(self) -> None:
         self._executor.shutdown(wait=True, cancel_futures=True)
+
+
+_DONE = object()
+
+
+def _next_or_done(items: Iterator[T]) -> T | object:
+    # StopIteration cannot travel through a future (it would end the awaiting coroutine).
+    return next(items, _DONE)
+
+
+def _close(items: Iterator[Any]) -> None:
+    close = getattr(items, "close", None)
+    if close is not None:
+        close()
+
+
+@contextmanager
+def _timeouts_as_provider_errors(fn: Callable[..., Any]) -> Iterator[None]:
+    try:
+        yield
+    except InferenceTimeout as exc:
+        logger.warning("%s %s", getattr(fn, "__name__", "inference"), exc)
+        raise ProviderError(
+            "The voice engine took too long and was stopped; the request is safe to retry."
+        ) from None
 
 
 def _lower_priority() -> None:

@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 from fastapi import Request
 from pydantic import BaseModel, Field, ValidationError
 
-from voice_service.errors import InvalidRequest, describe_errors
+from voice_service.errors import InvalidRequest, describe_errors, first_field
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -83,7 +83,7 @@ async def parse_json(request: Request, model: type[M]) -> M:
                 "body: a string is not valid Unicode: it holds a lone UTF-16 surrogate "
                 "escape (\\ud800-\\udfff must come in high-low pairs)."
             ) from None
-        raise InvalidRequest(describe_errors(errors)) from None
+        raise InvalidRequest(describe_errors(errors), param=first_field(errors)) from None
 
 
 def _holds_lone_surrogate(body: bytes) -> bool:

@@ -231,7 +231,7 @@ class HttpProtocol(HttpToolsProtocol):
             error_code=error.code,
             duration_ms=round((self.loop.time() - self._started_at) * 1000),
         )
-        response = _raw_response(error, request_id, self.server_state.default_headers)
+        response = _raw_response(error, request_id, path, self.server_state.default_headers)
         task = self.loop.create_task(self._log_then_answer(entry, response))
         self.tasks.add(task)  # so that a graceful shutdown waits for the row
         task.add_done_callback(self.tasks.discard)
@@ -266,8 +266,10 @@ def _loggable(raw: bytes) -> str:
     return text[:MAX_LOGGED_PATH]
 
 
-def _raw_response(error: ApiError, request_id: str, defaults: list[tuple[bytes, bytes]]) -> bytes:
-    body = envelope_bytes(error, request_id)
+def _raw_response(
+    error: ApiError, request_id: str, path: str, defaults: list[tuple[bytes, bytes]]
+) -> bytes:
+    body = envelope_bytes(error, request_id, path)
     headers = [
         *defaults,  # Date and Server, as on every other response
         (b"content-type", b"application/json"),

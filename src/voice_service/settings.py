@@ -11,6 +11,18 @@ from pydantic import AfterValidator, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 SERVICES = ("text-to-speech", "speech-to-text", "asr", "cloning")
+# Text-to-speech engines a node can load; each one's name prefixes its voice keys.
+TTS_ENGINES = ("piper", "espeak")
+
+
+def _tts_engines(value: str) -> str:
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    unknown = sorted(set(names) - set(TTS_ENGINES))
+    if unknown or not names:
+        raise ValueError(
+            f"{value!r}: name one or more of {', '.join(TTS_ENGINES)}, comma-separated"
+        )
+    return ",".join(dict.fromkeys(names))
 
 
 def _sample_store_url(value: str | None) -> str | None:
@@ -81,6 +93,11 @@ class Settings(BaseSettings):
         description="Seconds an inference may add for each second of audio it transcribes "
         "or speaks; past its deadline it stops with 502 and frees its worker.",
     )
+    tts_engines: Annotated[str, AfterValidator(_tts_engines)] = Field(
+        ",".join(TTS_ENGINES),
+        description="Text-to-speech engines this node loads, comma-separated, best first: "
+        "piper (neural; clones speak through it), espeak (100+ languages).",
+    )
     piper_voices_dir: Path | None = Field(
         None, description="Extra Piper voices (*.onnx + *.onnx.json) to add to the catalogue."
     )
@@ -144,6 +161,10 @@ class Settings(BaseSettings):
         description="Disk each process may use for request-log rows the database could not "
         "take (replayed when it is back).",
     )
+
+    @property
+    def tts_engine_names(self) -> tuple[str, ...]:
+        return tuple(self.tts_engines.split(","))
 
     @property
     def key_rate_limit_ceiling(self) -> int:

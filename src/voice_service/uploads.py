@@ -28,14 +28,22 @@ from voice_service.errors import (
 
 # Room for the boundaries and part headers around a file of the full allowed size.
 MULTIPART_OVERHEAD_BYTES = 64 * 1024
-MAX_FIELDS = 8
+MAX_FIELDS = 16  # OpenAI's transcription form alone has ten
 MAX_FIELD_BYTES = 16 * 1024
 
 
 @dataclass(frozen=True, slots=True)
 class Upload:
     path: Path
-    fields: dict[str, str]
+    items: tuple[tuple[str, str], ...]  # the text fields, in order, repeated names repeated
+
+    @property
+    def fields(self) -> dict[str, str]:
+        """Each text field's last value."""
+        return dict(self.items)
+
+    def values(self, name: str) -> list[str]:
+        return [value for key, value in self.items if key == name]
 
 
 @contextmanager
@@ -76,10 +84,10 @@ async def receive_audio_upload(
             raise InvalidRequest("file: an audio file is required.")
         if file.size is not None and file.size > max_bytes:
             raise PayloadTooLarge(f"file: the file exceeds {max_bytes} bytes.")
-        fields = {k: v for k, v in form.multi_items() if isinstance(v, str)}
+        items = tuple((k, v) for k, v in form.multi_items() if isinstance(v, str))
         path = await asyncio.to_thread(_spool_to_named_file, file, directory)
         try:
-            yield Upload(path=path, fields=fields)
+            yield Upload(path=path, items=items)
         finally:
             path.unlink(missing_ok=True)
     finally:

@@ -23,6 +23,8 @@ OPERATIONS = {
     ("/usage", "get"): {"200", "400", "401", "403", "429"},
     ("/requests", "get"): {"200", "400", "401", "403", "429"},
     ("/requests/{request_id}", "get"): {"200", "401", "403", "404", "429"},
+    # Issue 11: speech streamed as it is synthesized.
+    ("/text-to-speech/stream", "post"): {"200", "400", "401", "403", "404", "429", "502"},
 }
 
 

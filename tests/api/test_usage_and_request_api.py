@@ -160,7 +160,9 @@ async def test_status_filter_and_one_request(
         "error_code",
         "duration_ms",
         "created_at",
+        "bytes_sent",  # null: not a stream
     }
+    assert one["bytes_sent"] is None
 
 
 async def test_another_organizations_request_is_the_same_404_as_an_unknown_one(

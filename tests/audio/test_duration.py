@@ -17,8 +17,7 @@ import pytest
 from tests.audio.wav import silent_wav
 from voice_service.audio.decode import AudioTooLong, decode_audio
 from voice_service.audio.formats import identify_audio
-from voice_service.engines.protocols import Transcription
-from voice_service.transcription.service import TranscribedAudio, billed_seconds
+from voice_service.transcription.service import AudioInfo, billed_seconds
 
 RATES = (8000, 11025, 16000, 22050, 44100, 48000)
 
@@ -46,7 +45,7 @@ def _decode_wav(tmp_path: Path, data: bytes, max_seconds: float = 60) -> Fractio
 
 
 def _billed(duration: Fraction) -> int:
-    return billed_seconds(TranscribedAudio(Transcription(text="", language="en"), duration))
+    return billed_seconds(AudioInfo("en", duration))
 
 
 @pytest.mark.parametrize(("rate", "samples"), SWEEP, ids=SWEEP_IDS)

@@ -6,6 +6,7 @@ import hashlib
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -16,14 +17,7 @@ from voice_service.cloning import repository
 from voice_service.cloning.schemas import CONSENT_TEXT, MAX_DESCRIPTION_LENGTH, MAX_NAME_LENGTH
 from voice_service.context import AppContext
 from voice_service.db import transaction
-from voice_service.engines.protocols import EngineError, Pcm
-from voice_service.engines.registry import CLONE_BASE_VOICE
-from voice_service.engines.world import (
-    ANALYSIS_RATE,
-    NoSpeechInSample,
-    VoiceProfile,
-    analyse_sample,
-)
+from voice_service.engines.protocols import EngineError, Pcm, UnusableSample, VoiceCloner
 from voice_service.errors import InvalidRequest, ProviderError, VoiceNotFound
 from voice_service.ids import new_id
 from voice_service.models import Voice, utcnow
@@ -48,7 +42,7 @@ class CloneRequest:
 
 @dataclass(frozen=True, slots=True)
 class AnalysedSample:
-    profile: VoiceProfile
+    profile: dict[str, Any]
     sha256: str
 
 
@@ -90,7 +84,14 @@ async def clone_voice(
         live = await repository.count_live_clones(session, principal.org_id)
     _check_limit(live, limit, default_limit)
 
-    analysed = await _analyse(context, record.request_id, sample)
+    assert context.engines is not None
+    cloner = context.engines.cloner
+    if cloner is None:
+        raise ProviderError(
+            "This node cannot clone voices: the engine of the clones' base voice "
+            "is not among VOICE_SERVICE_TTS_ENGINES."
+        )
+    analysed = await _analyse(context, cloner, record.request_id, sample)
     voice_id = new_id("voice")
     # The store fails as a 502 and commits nothing; see cloning/samples.py for the order.
     async with (
@@ -106,8 +107,8 @@ async def clone_voice(
             type=CLONED,
             name=request.name,
             language=None,
-            engine_voice=CLONE_BASE_VOICE,
-            profile=analysed.profile.to_dict(),
+            engine_voice=cloner.base_voice,
+            profile=analysed.profile,
             description=request.description,
             consent=request.consent,
             consented_at=utcnow(),
@@ -126,29 +127,31 @@ def _check_limit(live: int, org_limit: int | None, default_limit: int) -> None:
         )
 
 
-async def _analyse(context: AppContext, request_id: str, sample: Path) -> AnalysedSample:
+async def _analyse(
+    context: AppContext, cloner: VoiceCloner, request_id: str, sample: Path
+) -> AnalysedSample:
     try:
         with audio_errors_as_api_errors("sample"):
-            return await context.pool.run(_analyse_file, sample)
-    except NoSpeechInSample as exc:
+            return await context.pool.run(_analyse_file, cloner, sample)
+    except UnusableSample as exc:
         raise InvalidRequest(f"file: no usable speech in the sample: {exc}.") from None
     except EngineError as exc:
         logger.error("sample analysis failed for %s: %r", request_id, exc)
         raise ProviderError() from exc
 
 
-def _analyse_file(path: Path) -> AnalysedSample:
+def _analyse_file(cloner: VoiceCloner, path: Path) -> AnalysedSample:
     fmt = identify_audio(path)
     # The analysis reads at most 30 s of speech: decoding a long sample (a few hundred kB
     # of Opus can hold 30 minutes) whole only cost memory (660 MB measured).
     audio = decode_audio(
-        path, max_seconds=MAX_SAMPLE_SECONDS, rate=ANALYSIS_RATE, fmt=fmt, truncate=True
+        path, max_seconds=MAX_SAMPLE_SECONDS, rate=cloner.sample_rate, fmt=fmt, truncate=True
     )
     pcm = Pcm(
         samples=(np.clip(audio.samples, -1.0, 1.0) * 32767).astype(np.int16),
         sample_rate=audio.sample_rate,
     )
-    return AnalysedSample(profile=analyse_sample(pcm), sha256=_sha256(path))
+    return AnalysedSample(profile=cloner.profile(pcm), sha256=_sha256(path))
 
 
 def _sha256(path: Path) -> str:

@@ -7,9 +7,9 @@ into 502 PROVIDER_ERROR. Calls are blocking and CPU-bound; callers run them in t
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -17,6 +17,19 @@ import numpy.typing as npt
 
 class EngineError(Exception):
     """The engine failed to produce a result for valid input."""
+
+
+class UnusableSample(ValueError):
+    """A clone's sample holds no speech the cloner can use; the message says why."""
+
+
+class UnknownVoice(LookupError):
+    """No engine of this node speaks with the voice key (a voice another node offers, or
+    one whose engine the operator turned off)."""
+
+    def __init__(self, voice_key: str) -> None:
+        super().__init__(f"no engine on this node speaks {voice_key!r}")
+        self.voice_key = voice_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +67,30 @@ class TextToSpeech(Protocol):
         ...
 
 
+class VoiceCloner(Protocol):
+    """Clones: a profile measured once on a sample, then speech in that voice."""
+
+    @property
+    def base_voice(self) -> str:
+        """The key of the engine voice clones are made from (stored with each clone)."""
+        ...
+
+    @property
+    def sample_rate(self) -> int:
+        """The rate samples are analysed at: decode them at this rate."""
+        ...
+
+    def profile(self, sample: Pcm) -> dict[str, Any]:
+        """What the clone's voice is made from, stored with it (JSON-serializable).
+        Raises `UnusableSample` when the sample holds no usable speech."""
+        ...
+
+    def speaker(self, profile: Mapping[str, Any]) -> Callable[[str], Pcm]:
+        """Says a chunk of text in the voice `profile` describes (derive it once per
+        request; the callable is used for every chunk)."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class Transcription:
     text: str
@@ -61,11 +98,45 @@ class Transcription:
 
 
 @dataclass(frozen=True, slots=True)
+class Word:
+    word: str
+    start: float  # seconds from the start of the audio
+    end: float
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    text: str
+    start: float  # seconds; 0 and the window's end when timestamps were not asked for
+    end: float
+    words: tuple[Word, ...] = ()
+    # The decoder's own measures, which OpenAI's verbose_json reports per segment.
+    tokens: tuple[int, ...] = ()
+    avg_logprob: float = 0.0
+    compression_ratio: float = 0.0
+    no_speech_prob: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class TranscribeOptions:
+    """How to decode. The defaults are what the native API uses."""
+
+    language: str | None = None  # None: detect it
+    task: Literal["transcribe", "translate"] = "transcribe"  # translate: into English
+    timestamps: bool = False  # segment start and end times
+    word_timestamps: bool = False
+    prompt: str | None = None  # text the audio continues (names, spelling)
+    # 0 decodes greedily and deterministically; above 0 Whisper samples (one temperature,
+    # never the random fallback ladder).
+    temperature: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class TranscriptStream:
-    """A transcription under way: the language is known, the text comes window by window."""
+    """A transcription under way: the language is known, segments come window by window."""
 
     language: str
-    segments: Iterator[str]
+    segments: Iterator[Segment]
 
 
 class SpeechToText(Protocol):
@@ -73,8 +144,10 @@ class SpeechToText(Protocol):
         """ISO 639-1 codes the model accepts as a language hint."""
         ...
 
-    def stream(self, audio: npt.NDArray[np.float32], language: str | None) -> TranscriptStream:
-        """Transcribe mono 16 kHz float32 audio; detect the language when `language` is None.
+    def stream(
+        self, audio: npt.NDArray[np.float32], options: TranscribeOptions
+    ) -> TranscriptStream:
+        """Transcribe (or translate) mono 16 kHz float32 audio.
 
         The work happens while `segments` is consumed, so a caller can stop between steps."""
         ...

@@ -1,56 +1,79 @@
-"""The engines a node runs, loaded once at start and shared by every request."""
+"""The engines a node runs, loaded once at start and shared by every request.
+
+Text-to-speech engines are registered by name (`TTS_ENGINES`), loaded as settings say, and
+found by the prefix of a voice key ("piper:en_US-joe-medium" is Piper's).
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from voice_service.engines.chunking import split_text
 from voice_service.engines.espeak import EspeakEngine
 from voice_service.engines.piper import PiperEngine
-from voice_service.engines.protocols import EngineVoice, Pcm, SpeechToText, TextToSpeech
+from voice_service.engines.protocols import (
+    EngineVoice,
+    Pcm,
+    SpeechToText,
+    TextToSpeech,
+    UnknownVoice,
+    VoiceCloner,
+)
 from voice_service.engines.whisper import WhisperEngine, english_model_dir
-from voice_service.engines.world import VoiceProfile, WorldCloner
+from voice_service.engines.world import WorldCloner
 from voice_service.settings import Settings
 
 # Clones speak through this neural voice, converted toward each sample's profile.
 CLONE_BASE_VOICE = "piper:en_US-joe-medium"
 
+TTS_ENGINES: dict[str, Callable[[Settings], TextToSpeech]] = {
+    "piper": lambda settings: PiperEngine(settings.piper_voices_dir),
+    "espeak": lambda _settings: EspeakEngine(),
+}
+
 
 @dataclass(frozen=True, slots=True)
 class Engines:
-    speakers: Sequence[TextToSpeech]
+    speakers: Mapping[str, TextToSpeech]  # by voice-key prefix, in catalogue order
     transcriber: SpeechToText
-    cloner: WorldCloner
+    cloner: VoiceCloner | None  # None when its base voice's engine is not loaded
 
     @classmethod
     def load(cls, settings: Settings) -> Engines:
-        piper = PiperEngine(settings.piper_voices_dir)
+        speakers = {name: TTS_ENGINES[name](settings) for name in settings.tts_engine_names}
+        base = speakers.get(CLONE_BASE_VOICE.split(":", 1)[0])
         return cls(
-            speakers=(piper, EspeakEngine()),
+            speakers=speakers,
             transcriber=load_whisper(settings),
-            cloner=WorldCloner(piper, CLONE_BASE_VOICE),
+            cloner=WorldCloner(base, CLONE_BASE_VOICE) if base is not None else None,
         )
 
     def catalogue(self) -> list[EngineVoice]:
-        return [voice for engine in self.speakers for voice in engine.voices()]
+        return [voice for engine in self.speakers.values() for voice in engine.voices()]
 
-    def speak(self, voice_key: str, profile: VoiceProfile | None, text: str) -> Iterator[Pcm]:
+    def speak(self, voice_key: str, profile: Mapping[str, Any] | None, text: str) -> Iterator[Pcm]:
         """`text` spoken chunk by chunk (`chunking.split_text`), so memory stays bounded
-        whatever its length; in a clone's voice when its `profile` is given."""
-        speak_chunk = self._chunk_speaker(voice_key, profile)
+        whatever its length and each chunk can be sent as soon as it is made; in a clone's
+        voice when its `profile` is given. Raises `UnknownVoice` before any work."""
+        speak_chunk = self.chunk_speaker(voice_key, profile)
         for chunk in split_text(text):
             yield speak_chunk(chunk)
 
-    def _chunk_speaker(self, voice_key: str, profile: VoiceProfile | None) -> Callable[[str], Pcm]:
+    def chunk_speaker(
+        self, voice_key: str, profile: Mapping[str, Any] | None
+    ) -> Callable[[str], Pcm]:
         if profile is not None:  # a clone: the base voice converted toward the sample
-            conversion = self.cloner.conversion(profile)
-            return lambda chunk: self.cloner.speak(conversion, chunk)
-        for engine in self.speakers:
-            if any(voice.key == voice_key for voice in engine.voices()):
-                return lambda chunk: engine.synthesize(voice_key, chunk)
-        raise KeyError(voice_key)
+            # The profile measures only the sample, so clones survive a change of base voice.
+            if self.cloner is None:
+                raise UnknownVoice(voice_key)
+            return self.cloner.speaker(profile)
+        engine = self.speakers.get(voice_key.split(":", 1)[0])
+        if engine is None or not any(voice.key == voice_key for voice in engine.voices()):
+            raise UnknownVoice(voice_key)
+        return lambda chunk: engine.synthesize(voice_key, chunk)
 
 
 def load_whisper(settings: Settings) -> WhisperEngine:

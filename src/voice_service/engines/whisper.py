@@ -16,13 +16,21 @@ import logging
 import os
 import tempfile
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 from faster_whisper import WhisperModel
 
-from voice_service.engines.protocols import EngineError, Transcription, TranscriptStream
+from voice_service.engines.protocols import (
+    EngineError,
+    Segment,
+    TranscribeOptions,
+    Transcription,
+    TranscriptStream,
+    Word,
+)
 
 __all__ = [
     "BASE_MODEL_BYTES",
@@ -188,9 +196,12 @@ class WhisperEngine:
     def languages(self) -> frozenset[str]:
         return self._languages
 
-    def stream(self, audio: npt.NDArray[np.float32], language: str | None) -> TranscriptStream:
+    def stream(
+        self, audio: npt.NDArray[np.float32], options: TranscribeOptions
+    ) -> TranscriptStream:
         """Detect the language now (unless given); decode window by window as the returned
         segments are consumed."""
+        language = options.language
         if language is not None and language not in self._languages:
             raise ValueError(f"unsupported language {language!r}")
         samples = np.ascontiguousarray(audio, dtype=np.float32).reshape(-1)
@@ -201,41 +212,71 @@ class WhisperEngine:
                 language = self._detect(samples)
         except (RuntimeError, ValueError, MemoryError) as exc:
             raise EngineError(f"Whisper failed: {exc}") from exc
-        return TranscriptStream(language=language, segments=self._segments(samples, language))
+        return TranscriptStream(
+            language=language, segments=self._segments(samples, language, options)
+        )
 
     def transcribe(self, audio: npt.NDArray[np.float32], language: str | None) -> Transcription:
         """The whole transcript at once."""
-        stream = self.stream(audio, language)
-        return Transcription(text=" ".join(stream.segments).strip(), language=stream.language)
+        stream = self.stream(audio, TranscribeOptions(language=language))
+        text = " ".join(segment.text for segment in stream.segments).strip()
+        return Transcription(text=text, language=stream.language)
 
-    def _segments(self, samples: npt.NDArray[np.float32], language: str) -> Iterator[str]:
-        model = self._english if language == "en" and self._english else self._model
+    def _segments(
+        self, samples: npt.NDArray[np.float32], language: str, options: TranscribeOptions
+    ) -> Iterator[Segment]:
+        english_only = language == "en" and options.task == "transcribe"
+        model = self._english if english_only and self._english else self._model
         for start in range(0, samples.size, SLICE_SAMPLES):
-            yield from self._slice_segments(model, samples[start : start + SLICE_SAMPLES], language)
+            piece = samples[start : start + SLICE_SAMPLES]
+            offset = start / SAMPLE_RATE
+            for segment in self._slice_segments(model, piece, language, options):
+                yield _shifted(segment, offset)
 
     def _slice_segments(
-        self, model: WhisperModel, samples: npt.NDArray[np.float32], language: str
-    ) -> Iterator[str]:
+        self,
+        model: WhisperModel,
+        samples: npt.NDArray[np.float32],
+        language: str,
+        options: TranscribeOptions,
+    ) -> Iterator[Segment]:
+        timestamps = options.timestamps or options.word_timestamps
         try:
             segments, _info = model.transcribe(
                 samples,
                 language=_ISO_TO_WHISPER.get(language, language),
+                task=options.task,
                 beam_size=self._beam_size,
-                # One temperature, so no sampling fallback: the same audio always gives the
-                # same text, and one window costs one bounded decode (the fallback retried
-                # up to five times more, and NaN audio made it loop for a minute).
-                temperature=0.0,
+                # One temperature, so no sampling fallback: at 0 the same audio always gives
+                # the same text, and one window costs one bounded decode (the fallback
+                # retried up to five times more, and NaN audio made it loop for a minute).
+                temperature=options.temperature,
                 # Each 30 s window stands alone: conditioning on earlier text makes Whisper
-                # loop on repetitions, and the API returns one plain transcript anyway.
+                # loop on repetitions.
                 condition_on_previous_text=False,
-                without_timestamps=True,
+                initial_prompt=options.prompt,
+                without_timestamps=not timestamps,
+                word_timestamps=options.word_timestamps,
                 vad_filter=False,
             )
             # `segments` is lazy: each step decodes one window.
             for segment in segments:
                 text = segment.text.strip()
                 if text:
-                    yield text
+                    words = tuple(
+                        Word(word.word.strip(), float(word.start), float(word.end))
+                        for word in segment.words or ()
+                    )
+                    yield Segment(
+                        text,
+                        float(segment.start),
+                        float(segment.end),
+                        words,
+                        tokens=tuple(segment.tokens),
+                        avg_logprob=float(segment.avg_logprob),
+                        compression_ratio=float(segment.compression_ratio),
+                        no_speech_prob=float(segment.no_speech_prob),
+                    )
         except (RuntimeError, ValueError, MemoryError) as exc:
             raise EngineError(f"Whisper failed: {exc}") from exc
 
@@ -247,3 +288,11 @@ class WhisperEngine:
             if iso in self._languages:
                 return iso
         raise EngineError("Whisper detected no supported language")
+
+
+def _shifted(segment: Segment, seconds: float) -> Segment:
+    """`segment` with its times counted from the start of the whole audio."""
+    if seconds == 0:
+        return segment
+    words = tuple(Word(w.word, w.start + seconds, w.end + seconds) for w in segment.words)
+    return replace(segment, start=segment.start + seconds, end=segment.end + seconds, words=words)

@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
 
-from voice_service.engines.protocols import EngineError, Pcm, TextToSpeech
+from voice_service.engines.protocols import EngineError, Pcm, TextToSpeech, UnusableSample
 
 with warnings.catch_warnings():
     # pyworld 0.3.5 imports pkg_resources only for its version string.
@@ -76,7 +76,7 @@ F0_SPREAD_RATIO_RANGE: Final = (0.5, 2.0)
 MAX_EQ_DB: Final = 12.0
 
 
-class NoSpeechInSample(ValueError):
+class NoSpeechInSample(UnusableSample):
     """The voice sample holds no usable speech (silence, noise, or too little voicing)."""
 
 
@@ -235,25 +235,31 @@ BASE_CALIBRATION_TEXT: Final = (
 
 
 class WorldCloner:
-    """Speaks text in a cloned voice: the base TTS voice converted toward a profile.
+    """`VoiceCloner`: the base TTS voice converted toward a profile of the sample.
 
     Thread-safe: the base engine is, and everything else is immutable after construction.
     """
 
-    def __init__(self, tts: TextToSpeech, base_voice_key: str) -> None:
+    sample_rate: Final = ANALYSIS_RATE  # samples are analysed at this rate whatever theirs
+
+    def __init__(self, tts: TextToSpeech, base_voice: str) -> None:
         self._tts = tts
-        self._base_voice_key = base_voice_key
-        self.base_profile = analyse_sample(tts.synthesize(base_voice_key, BASE_CALIBRATION_TEXT))
+        self.base_voice = base_voice
+        self.base_profile = analyse_sample(tts.synthesize(base_voice, BASE_CALIBRATION_TEXT))
+
+    def profile(self, sample: Pcm) -> dict[str, Any]:
+        return analyse_sample(sample).to_dict()
+
+    def speaker(self, profile: Mapping[str, Any]) -> Callable[[str], Pcm]:
+        conversion = self.conversion(VoiceProfile.from_dict(profile))
+        return lambda text: self.speak(conversion, text)
 
     def conversion(self, target: VoiceProfile) -> Conversion:
         return Conversion.between(self.base_profile, target)
 
-    def synthesize(self, profile: VoiceProfile, text: str) -> Pcm:
-        return self.speak(self.conversion(profile), text)
-
     def speak(self, conversion: Conversion, text: str) -> Pcm:
-        """`text` in the voice `conversion` leads to (derive it once per request)."""
-        return convert(self._tts.synthesize(self._base_voice_key, text), conversion)
+        """`text` in the voice `conversion` leads to."""
+        return convert(self._tts.synthesize(self.base_voice, text), conversion)
 
 
 def _analyse(

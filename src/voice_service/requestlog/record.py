@@ -14,16 +14,24 @@ MAX_LOGGED_PATH = 2048  # the column's width: a longer path must not cost the ro
 @dataclass(slots=True)
 class RequestRecord:
     """Made by the middleware for every request. Its row is written exactly once: with a
-    billed success's own transaction (`written` is then set), or else by the middleware
-    when the response starts."""
+    billed success's own transaction (`written` is then set); for a `streamed` response,
+    by the response itself when the stream ends (`streaming.MeteredStream`); or else by the
+    middleware when the response starts."""
 
     request_id: str
     method: str
     path: str
     started: float = field(default_factory=time.perf_counter)
     written: bool = False
+    streamed: bool = False
 
-    def entry(self, status: int, principal: Principal | None, error_code: str | None) -> LogEntry:
+    def entry(
+        self,
+        status: int,
+        principal: Principal | None,
+        error_code: str | None,
+        bytes_sent: int | None = None,
+    ) -> LogEntry:
         return LogEntry(
             request_id=self.request_id,
             org_id=principal.org_id if principal else None,
@@ -33,4 +41,5 @@ class RequestRecord:
             status=status,
             error_code=error_code,
             duration_ms=round((time.perf_counter() - self.started) * 1000),
+            bytes_sent=bytes_sent,
         )

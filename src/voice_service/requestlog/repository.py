@@ -28,6 +28,7 @@ class LogEntry:
     error_code: str | None
     duration_ms: int
     created_at: datetime = field(default_factory=utcnow)
+    bytes_sent: int | None = None  # what a streamed response delivered
 
 
 async def insert_entries(
@@ -62,10 +63,16 @@ ENDPOINTS = (
     "text-to-speech",
     "speech-to-text",
     "asr",
+    "text-to-speech/stream",
     "voices",
     "voices/clone",
     "usage",
     "requests",
+    # The OpenAI-compatible API (/v1/...).
+    "audio/speech",
+    "audio/transcriptions",
+    "audio/translations",
+    "models",
 )
 
 

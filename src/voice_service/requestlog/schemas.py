@@ -16,6 +16,10 @@ class LoggedRequest(BaseModel):
     error_code: str | None
     duration_ms: int
     created_at: Timestamp
+    bytes_sent: int | None = Field(
+        description="Bytes of a streamed response delivered before it ended; null when "
+        "the response was not streamed."
+    )
 
     @classmethod
     def of(cls, row: RequestLogEntry) -> LoggedRequest:
@@ -27,6 +31,7 @@ class LoggedRequest(BaseModel):
             error_code=row.error_code,
             duration_ms=row.duration_ms,
             created_at=row.created_at,
+            bytes_sent=row.bytes_sent,
         )
 
 

@@ -4,13 +4,17 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request, Response
 
+from voice_service.audio.encode import FORMATS, AudioFormat
 from voice_service.auth.principal import Principal
 from voice_service.deps import Context, require_service
 from voice_service.schemas import error_responses, json_request_body, parse_json
 from voice_service.speech.schemas import SpeechRequest
-from voice_service.speech.service import ENDPOINT, synthesize_speech
+from voice_service.speech.service import ENDPOINT, find_voice, speech_chunks, synthesize_speech
+from voice_service.streaming import Billing, MeteredStream, started
 
 router = APIRouter(tags=["speech"])
+
+_MP3 = {"audio/mpeg": {"schema": {"type": "string", "format": "binary"}}}
 
 
 @router.post(
@@ -18,10 +22,7 @@ router = APIRouter(tags=["speech"])
     summary="Generate speech (MP3) from text",
     response_class=Response,
     responses={
-        200: {
-            "description": "MP3 audio.",
-            "content": {"audio/mpeg": {"schema": {"type": "string", "format": "binary"}}},
-        },
+        200: {"description": "MP3 audio.", "content": _MP3},
         **error_responses(400, 404, 502),
     },
     openapi_extra=json_request_body(SpeechRequest),
@@ -34,3 +35,37 @@ async def text_to_speech(
     body = await parse_json(request, SpeechRequest)
     audio = await synthesize_speech(context, principal, request.state.record, body)
     return Response(audio, media_type="audio/mpeg")
+
+
+@router.post(
+    "/text-to-speech/stream",
+    summary="Generate speech (MP3) from text, streamed as it is synthesized",
+    description="The same request, errors, limits and units as /text-to-speech. The MP3 "
+    "arrives with chunked transfer, its first bytes as soon as the first sentence is "
+    "spoken. Errors found before the first byte get their status; a failure after it "
+    "cuts the stream off (the connection closes without the final chunk). Billed only "
+    "when the whole stream was handed to the server; the request log records what a "
+    "stream that ended early delivered.",
+    response_class=Response,
+    responses={
+        200: {"description": "MP3 audio, streamed.", "content": _MP3},
+        **error_responses(400, 404, 502),
+    },
+    openapi_extra=json_request_body(SpeechRequest),
+)
+async def text_to_speech_stream(
+    request: Request,
+    context: Context,
+    principal: Annotated[Principal, Depends(require_service(ENDPOINT))],
+) -> MeteredStream:
+    body = await parse_json(request, SpeechRequest)
+    voice = await find_voice(context, principal, body.voice_id)
+    chunks = speech_chunks(
+        context, voice, body.text, request.state.request_id, AudioFormat.MP3, streaming=True
+    )
+    units = len(body.text)
+    return MeteredStream(
+        await started(chunks),
+        media_type=FORMATS[AudioFormat.MP3].media_type,
+        billing=Billing(context, principal, ENDPOINT, lambda: units),
+    )

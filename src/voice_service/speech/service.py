@@ -1,18 +1,24 @@
-"""Text to speech: find the caller's voice, synthesize in the pool, bill on success."""
+"""Text to speech: find the caller's voice, synthesize chunk by chunk in the pool, bill.
+
+Every endpoint that speaks goes through `speech_chunks`: the engines yield PCM per chunk of
+text, the encoder turns each into bytes, and the caller either sends them as they come
+(streams) or joins them into one file (the native /text-to-speech, with exact headers).
+"""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncGenerator, Iterator, Mapping
+from contextlib import aclosing
 from typing import Any
 
-from voice_service.audio.mp3 import Mp3Encoder
+from voice_service.audio.encode import AudioEncoder, AudioFormat
 from voice_service.auth.principal import Principal
 from voice_service.context import AppContext
 from voice_service.engines.deadline import InferenceBudget
-from voice_service.engines.protocols import EngineError
+from voice_service.engines.protocols import EngineError, UnknownVoice
 from voice_service.engines.registry import Engines
-from voice_service.engines.world import VoiceProfile
-from voice_service.errors import ProviderError, VoiceNotFound
+from voice_service.errors import NotFound, ProviderError, VoiceNotFound
 from voice_service.models import Voice
 from voice_service.requestlog.record import RequestRecord
 from voice_service.speech.schemas import SpeechRequest
@@ -24,50 +30,83 @@ logger = logging.getLogger(__name__)
 ENDPOINT = "text-to-speech"
 
 
+async def find_voice(context: AppContext, principal: Principal, voice_id: str) -> Voice:
+    """The voice `voice_id` if the caller's organization may use it."""
+    async with context.sessions() as session:
+        voice = await get_visible(session, principal.org_id, voice_id)
+    if voice is None:
+        raise VoiceNotFound(voice_id)
+    return voice
+
+
 async def synthesize_speech(
     context: AppContext, principal: Principal, record: RequestRecord, body: SpeechRequest
 ) -> bytes:
-    async with context.sessions() as session:
-        voice = await get_visible(session, principal.org_id, body.voice_id)
-    if voice is None:
-        raise VoiceNotFound(body.voice_id)
+    """The native /text-to-speech: one MP3 file, billed once it is made."""
+    voice = await find_voice(context, principal, body.voice_id)
     audio = await speak(context, voice, body.text, record.request_id)
     await bill_success(context, record, principal, ENDPOINT, len(body.text))
     return audio
 
 
 async def speak(context: AppContext, voice: Voice, text: str, request_id: str) -> bytes:
-    """MP3 of `voice` saying `text`, made in the pool; not billed (the caller bills)."""
+    """One MP3 file of `voice` saying `text`; not billed (the caller bills)."""
+    chunks = speech_chunks(context, voice, text, request_id, AudioFormat.MP3, streaming=False)
+    return b"".join([chunk async for chunk in chunks])
+
+
+async def speech_chunks(
+    context: AppContext,
+    voice: Voice,
+    text: str,
+    request_id: str,
+    fmt: AudioFormat,
+    *,
+    streaming: bool,
+    speed: float = 1.0,
+) -> AsyncGenerator[bytes, None]:
+    """`voice` saying `text` in `fmt`, encoded bytes as each chunk of text is spoken (or the
+    whole file at the end when not `streaming`). Engine failures are API errors here."""
     assert context.engines is not None
+    made = context.pool.stream(
+        _encoded_chunks,
+        context.engines,
+        voice.engine_voice,
+        voice.profile,
+        text,
+        AudioEncoder(fmt, streaming=streaming, bitrate=context.settings.mp3_bitrate, speed=speed),
+        context.inference_budget,
+        request_id,
+    )
     try:
-        return await context.pool.run(
-            _speak,
-            context.engines,
-            voice.engine_voice,
-            voice.profile,
-            text,
-            context.settings.mp3_bitrate,
-            context.inference_budget,
-        )
-    except (EngineError, KeyError) as exc:
+        async with aclosing(made) as chunks:
+            async for chunk in chunks:
+                yield chunk
+    except UnknownVoice as exc:
+        logger.error("voice %s of %s: %s", voice.id, request_id, exc)
+        raise NotFound(f"Voice {voice.id!r} is not served by this node.") from None
+    except EngineError as exc:
         logger.error("synthesis failed for %s with voice %s: %r", request_id, voice.id, exc)
         raise ProviderError() from exc
 
 
-def _speak(
+def _encoded_chunks(
     engines: Engines,
     voice_key: str,
-    profile: dict[str, Any] | None,
+    profile: Mapping[str, Any] | None,
     text: str,
-    bitrate: int,
+    encoder: AudioEncoder,
     budget: InferenceBudget,
-) -> bytes:
+    request_id: str,
+) -> Iterator[bytes]:
     deadline = budget.start()
-    encoder = Mp3Encoder(bitrate)
     spoken = 0.0
-    clone = VoiceProfile.from_dict(profile) if profile is not None else None
-    for pcm in engines.speak(voice_key, clone, text):
-        encoder.add(pcm)
+    for index, pcm in enumerate(engines.speak(voice_key, profile, text), start=1):
+        logger.debug("%s spoke chunk %d", request_id, index)
         spoken += pcm.duration_seconds
+        # Checked after each chunk, so a stream whose client reads too slowly stops too.
         deadline.check(spoken)
-    return encoder.finish()
+        data = encoder.add(pcm)
+        if data:
+            yield data
+    yield encoder.finish()

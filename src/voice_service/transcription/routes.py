@@ -6,10 +6,15 @@ from fastapi import APIRouter, Depends, Request
 
 from voice_service.auth.principal import Principal
 from voice_service.deps import Context, require_service
+from voice_service.engines.protocols import TranscribeOptions
 from voice_service.errors import ACCEPTED_FORMATS
 from voice_service.schemas import error_responses, multipart_request_body
 from voice_service.transcription.schemas import Transcript
-from voice_service.transcription.service import transcribe_upload
+from voice_service.transcription.service import (
+    known_languages,
+    parse_language,
+    transcribe_upload,
+)
 from voice_service.uploads import receive_audio_upload
 
 router = APIRouter(tags=["transcription"])
@@ -37,17 +42,18 @@ async def _transcribe(
     async with receive_audio_upload(
         request, context.settings.max_upload_bytes, context.uploads_dir
     ) as upload:
-        transcription = await transcribe_upload(
+        language = parse_language(upload.fields.get("language"), known_languages(context))
+        transcript = await transcribe_upload(
             context,
             principal,
             request.state.record,
             endpoint,
             upload.path,
-            upload.fields.get("language"),
+            TranscribeOptions(language=language),
         )
     return Transcript(
-        text=transcription.text,
-        language=transcription.language,
+        text=transcript.text,
+        language=transcript.info.language,
         request_id=request.state.request_id,
     )
 

@@ -1,10 +1,18 @@
-"""Transcription: validate the upload by content, decode bounded, transcribe, bill seconds."""
+"""Transcription: validate the upload by content, decode bounded, transcribe, bill seconds.
+
+Every endpoint that transcribes goes through `transcript_parts`: first what the audio is
+(its language and exact duration), then the transcript segment by segment, each 30 s
+window decoded only when the caller asks for it. The native API and OpenAI's JSON formats
+collect the parts (`transcribe_upload`); OpenAI's `stream` sends them as they come.
+"""
 
 from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
+from collections.abc import AsyncGenerator, Iterator
+from contextlib import aclosing
+from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
@@ -13,7 +21,12 @@ from voice_service.audio.formats import identify_audio
 from voice_service.auth.principal import Principal
 from voice_service.context import AppContext
 from voice_service.engines.deadline import InferenceBudget
-from voice_service.engines.protocols import EngineError, SpeechToText, Transcription
+from voice_service.engines.protocols import (
+    EngineError,
+    Segment,
+    SpeechToText,
+    TranscribeOptions,
+)
 from voice_service.errors import InvalidRequest, ProviderError
 from voice_service.requestlog.record import RequestRecord
 from voice_service.uploads import audio_errors_as_api_errors
@@ -23,9 +36,22 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
-class TranscribedAudio:
-    transcription: Transcription
+class AudioInfo:
+    language: str  # given, or detected
     duration_seconds: Fraction  # exact, as decode_audio counts it
+
+
+TranscriptPart = AudioInfo | Segment
+
+
+@dataclass(slots=True)
+class Transcript:
+    info: AudioInfo
+    segments: list[Segment] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        return " ".join(segment.text for segment in self.segments).strip()
 
 
 def parse_language(value: str | None, known: frozenset[str]) -> str | None:
@@ -36,9 +62,15 @@ def parse_language(value: str | None, known: frozenset[str]) -> str | None:
     if code not in known:
         raise InvalidRequest(
             f"language: {value!r} is not an ISO 639-1 code the model knows "
-            "(two letters, e.g. en, de, es); omit it to detect the language."
+            "(two letters, e.g. en, de, es); omit it to detect the language.",
+            param="language",
         )
     return code
+
+
+def known_languages(context: AppContext) -> frozenset[str]:
+    assert context.engines is not None
+    return context.engines.transcriber.languages()
 
 
 async def transcribe_upload(
@@ -47,48 +79,64 @@ async def transcribe_upload(
     record: RequestRecord,
     endpoint: str,
     path: Path,
-    language: str | None,
-) -> Transcription:
+    options: TranscribeOptions,
+) -> Transcript:
+    """The whole transcript of the file at `path`, billed once it is made."""
+    transcript: Transcript | None = None
+    async with aclosing(transcript_parts(context, record, path, options)) as parts:
+        async for part in parts:
+            if isinstance(part, AudioInfo):
+                transcript = Transcript(part)
+            else:
+                assert transcript is not None
+                transcript.segments.append(part)
+    assert transcript is not None
+    await bill_success(context, record, principal, endpoint, billed_seconds(transcript.info))
+    return transcript
+
+
+async def transcript_parts(
+    context: AppContext, record: RequestRecord, path: Path, options: TranscribeOptions
+) -> AsyncGenerator[TranscriptPart, None]:
+    """`AudioInfo` first, then each segment as it is decoded; not billed (the caller
+    bills `billed_seconds`). Audio and engine failures are API errors here."""
     assert context.engines is not None
-    transcriber = context.engines.transcriber
-    code = parse_language(language, transcriber.languages())
+    made = context.pool.stream(
+        _transcript_parts,
+        context.engines.transcriber,
+        path,
+        options,
+        context.settings.max_audio_seconds,
+        context.inference_budget,
+    )
     try:
         with audio_errors_as_api_errors("audio"):
-            result = await context.pool.run(
-                _transcribe_file,
-                transcriber,
-                path,
-                code,
-                context.settings.max_audio_seconds,
-                context.inference_budget,
-            )
+            async with aclosing(made) as parts:
+                async for part in parts:
+                    yield part
     except EngineError as exc:
         logger.error("transcription failed for %s: %r", record.request_id, exc)
         raise ProviderError() from exc
-    await bill_success(context, record, principal, endpoint, billed_seconds(result))
-    return result.transcription
 
 
-def billed_seconds(result: TranscribedAudio) -> int:
+def billed_seconds(info: AudioInfo) -> int:
     # One unit per started second, rounded up in exact arithmetic (a float sum once billed
     # 5.000 s as 6); audio of unknown (zero) length still costs one.
-    return max(1, math.ceil(result.duration_seconds))
+    return max(1, math.ceil(info.duration_seconds))
 
 
-def _transcribe_file(
+def _transcript_parts(
     transcriber: SpeechToText,
     path: Path,
-    language: str | None,
+    options: TranscribeOptions,
     max_seconds: float,
     budget: InferenceBudget,
-) -> TranscribedAudio:
+) -> Iterator[TranscriptPart]:
     deadline = budget.start()
     fmt = identify_audio(path)
     audio = decode_audio(path, max_seconds=max_seconds, fmt=fmt)
-    stream = transcriber.stream(audio.samples, language)
-    texts = []
-    for text in stream.segments:
+    stream = transcriber.stream(audio.samples, options)
+    yield AudioInfo(stream.language, audio.duration_seconds)
+    for segment in stream.segments:
         deadline.check(float(audio.duration_seconds))
-        texts.append(text)
-    transcription = Transcription(text=" ".join(texts), language=stream.language)
-    return TranscribedAudio(transcription, audio.duration_seconds)
+        yield segment

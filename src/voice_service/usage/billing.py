@@ -29,20 +29,26 @@ async def billed_success(
     endpoint: str,
     units: int,
     status: int = 200,
+    bytes_sent: int | None = None,
 ) -> AsyncIterator[AsyncSession]:
     """A transaction for the success's own writes; on leaving it, they commit together
     with the usage row and the log row (`status`), or nothing does."""
     async with transaction(context.sessions) as session:
         yield session
         record_usage(session, principal, record.request_id, endpoint, units)
-        entry = record.entry(status, principal, None)
+        entry = record.entry(status, principal, None, bytes_sent)
         await insert_entries(session, [entry], context.request_log.keys_to_refresh([entry]))
     record.written = True
 
 
 async def bill_success(
-    context: AppContext, record: RequestRecord, principal: Principal, endpoint: str, units: int
+    context: AppContext,
+    record: RequestRecord,
+    principal: Principal,
+    endpoint: str,
+    units: int,
+    bytes_sent: int | None = None,
 ) -> None:
     """Commit a success that writes nothing of its own: its usage row and its log row."""
-    async with billed_success(context, record, principal, endpoint, units):
+    async with billed_success(context, record, principal, endpoint, units, bytes_sent=bytes_sent):
         pass

@@ -1,14 +1,16 @@
-"""MP3 encoding: what comes out must decode back to the same audio length, mono."""
+"""Encoding: what comes out must decode back to the same audio length, mono, in every format,
+whether streamed or written as one file."""
 
 from __future__ import annotations
 
 import io
+import math
 
 import av
 import numpy as np
 import pytest
 
-from voice_service.audio.mp3 import encode_mp3
+from voice_service.audio.encode import AudioEncoder, AudioFormat, encode, encode_mp3, tempo_steps
 from voice_service.engines.protocols import Pcm
 
 
@@ -52,3 +54,38 @@ def test_mp3_keeps_the_signal() -> None:
 def test_mp3_of_empty_audio_is_still_a_decodable_file() -> None:
     _, samples, _ = decode(encode_mp3(Pcm(np.zeros(0, dtype=np.int16), 22050)))
     assert samples > 0
+
+
+@pytest.mark.parametrize("fmt", [AudioFormat.WAV, AudioFormat.FLAC])
+@pytest.mark.parametrize("streaming", [False, True])
+def test_lossless_formats_keep_every_sample_in_chunks(fmt: AudioFormat, streaming: bool) -> None:
+    chunks = [tone(0.5), tone(0.25), Pcm(np.zeros(0, dtype=np.int16), 22050), tone(1.0)]
+    encoder = AudioEncoder(fmt, streaming=streaming)
+    data = b"".join(encoder.add(chunk) for chunk in chunks) + encoder.finish()
+    _, samples, _ = decode(data)
+    assert samples == sum(chunk.samples.size for chunk in chunks)
+
+
+def test_a_stream_sends_bytes_before_it_finishes() -> None:
+    encoder = AudioEncoder(AudioFormat.MP3, streaming=True)
+    assert encoder.add(tone(1.0))  # a second of MP3 is ready at once
+    whole = AudioEncoder(AudioFormat.MP3, streaming=False)
+    assert whole.add(tone(1.0)) == b""  # a file waits for its exact headers
+
+
+def test_pcm_is_raw_16_bit_at_24_khz() -> None:
+    data = encode([tone(1.0)], AudioFormat.PCM)
+    assert len(data) == 2 * 24_000
+
+
+@pytest.mark.parametrize("speed", [0.25, 0.4, 0.5, 1.5, 4.0])
+def test_tempo_steps_multiply_to_the_speed_within_the_filter_s_range(speed: float) -> None:
+    steps = tempo_steps(speed)
+    assert math.prod(steps) == pytest.approx(speed)
+    assert all(0.5 <= step <= 100 for step in steps)
+
+
+@pytest.mark.parametrize("speed", [0.25, 2.0])
+def test_speed_scales_the_duration(speed: float) -> None:
+    _, samples, _ = decode(encode([tone(2.0)], AudioFormat.WAV, speed=speed))
+    assert samples / 22050 == pytest.approx(2.0 / speed, rel=0.02)

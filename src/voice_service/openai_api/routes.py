@@ -1,0 +1,254 @@
+"""POST /v1/audio/speech, /v1/audio/transcriptions, /v1/audio/translations; GET /v1/models."""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request, Response
+
+from voice_service.audio.encode import FORMATS
+from voice_service.auth.principal import Principal
+from voice_service.deps import Authenticated, Context, require_service
+from voice_service.engines.protocols import TranscribeOptions
+from voice_service.errors import InvalidRequest, NotFound
+from voice_service.openai_api import transcripts
+from voice_service.openai_api.schemas import (
+    STT_MODELS,
+    TTS_MODELS,
+    Model,
+    ModelList,
+    SpeechBody,
+    TranscriptFormat,
+)
+from voice_service.openai_api.voices import voice_id_for
+from voice_service.requestlog.record import RequestRecord
+from voice_service.schemas import parse_json
+from voice_service.speech.service import ENDPOINT as SPEECH
+from voice_service.speech.service import find_voice, speech_chunks
+from voice_service.streaming import Billing, MeteredStream, started
+from voice_service.transcription.service import (
+    AudioInfo,
+    Transcript,
+    TranscriptPart,
+    billed_seconds,
+    known_languages,
+    parse_language,
+    transcribe_upload,
+    transcript_parts,
+)
+from voice_service.uploads import Upload, receive_audio_upload
+
+# Usage is recorded under the native endpoints' names; translations have their own.
+TRANSCRIPTION = "speech-to-text"
+TRANSLATION = "translation"
+
+router = APIRouter(prefix="/v1", include_in_schema=False)
+SSE = "text/event-stream"
+
+
+@router.post("/audio/speech")
+async def speech(
+    request: Request,
+    context: Context,
+    principal: Annotated[Principal, Depends(require_service(SPEECH))],
+) -> MeteredStream:
+    body = await parse_json(request, SpeechBody)
+    voice = await find_voice(context, principal, voice_id_for(body.voice_name))
+    fmt = body.response_format
+    chunks = speech_chunks(
+        context,
+        voice,
+        body.input,
+        request.state.request_id,
+        fmt,
+        streaming=True,
+        speed=body.speed,
+    )
+    units = len(body.input)
+    billing = Billing(context, principal, SPEECH, lambda: units)
+    if body.stream_format == "sse":
+        events = _speech_events(await started(chunks), units)
+        return MeteredStream(events, media_type=SSE, billing=billing)
+    return MeteredStream(await started(chunks), media_type=FORMATS[fmt].media_type, billing=billing)
+
+
+async def _speech_events(chunks: AsyncGenerator[bytes, None], units: int) -> AsyncIterator[bytes]:
+    async with aclosing(chunks):
+        async for chunk in chunks:
+            audio = base64.b64encode(chunk).decode()
+            yield _event({"type": "speech.audio.delta", "audio": audio})
+    usage = {"input_tokens": units, "output_tokens": 0, "total_tokens": units}
+    yield _event({"type": "speech.audio.done", "usage": usage})
+
+
+@router.post("/audio/transcriptions")
+async def transcriptions(
+    request: Request,
+    context: Context,
+    principal: Annotated[Principal, Depends(require_service(TRANSCRIPTION))],
+) -> Response:
+    return await _transcribe(request, context, principal, "transcribe", TRANSCRIPTION)
+
+
+@router.post("/audio/translations")
+async def translations(
+    request: Request,
+    context: Context,
+    principal: Annotated[Principal, Depends(require_service(TRANSCRIPTION))],
+) -> Response:
+    return await _transcribe(request, context, principal, "translate", TRANSLATION)
+
+
+async def _transcribe(
+    request: Request, context: Context, principal: Principal, task: str, endpoint: str
+) -> Response:
+    record: RequestRecord = request.state.record
+    async with receive_audio_upload(
+        request, context.settings.max_upload_bytes, context.uploads_dir
+    ) as upload:
+        form = _TranscriptionForm.parse(upload, task, known_languages(context))
+        if form.stream:
+            # The first part comes once the file is decoded (into memory, bounded by
+            # MAX_AUDIO_SECONDS), so the upload can go when this block ends; a file that
+            # does not decode is answered with its own status here.
+            parts = transcript_parts(context, record, upload.path, form.options)
+            info = await anext(parts)
+            assert isinstance(info, AudioInfo)
+            return MeteredStream(
+                _transcript_events(parts, info),
+                media_type=SSE,
+                billing=Billing(context, principal, endpoint, lambda: billed_seconds(info)),
+            )
+        transcript = await transcribe_upload(
+            context, principal, record, endpoint, upload.path, form.options
+        )
+    body, media_type = transcripts.render(
+        transcript,
+        form.format,
+        task,
+        words="word" in form.granularities,
+        segments="segment" in form.granularities or not form.granularities,
+        temperature=form.options.temperature,
+    )
+    return Response(body, media_type=media_type)
+
+
+async def _transcript_events(
+    parts: AsyncGenerator[TranscriptPart, None], info: AudioInfo
+) -> AsyncIterator[bytes]:
+    transcript = Transcript(info)
+    async with aclosing(parts):
+        async for part in parts:
+            assert not isinstance(part, AudioInfo)
+            transcript.segments.append(part)
+            delta = part.text if len(transcript.segments) == 1 else " " + part.text
+            yield _event({"type": "transcript.text.delta", "delta": delta})
+    done = {
+        "type": "transcript.text.done",
+        "text": transcript.text,
+        "usage": transcripts.usage(transcript),
+    }
+    yield _event(done)
+
+
+def _event(data: dict[str, Any]) -> bytes:
+    return f"data: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+
+
+class _TranscriptionForm:
+    """OpenAI's multipart fields, checked."""
+
+    def __init__(
+        self,
+        options: TranscribeOptions,
+        fmt: TranscriptFormat,
+        granularities: set[str],
+        stream: bool,
+    ) -> None:
+        self.options = options
+        self.format = fmt
+        self.granularities = granularities
+        self.stream = stream
+
+    @classmethod
+    def parse(cls, upload: Upload, task: str, languages: frozenset[str]) -> _TranscriptionForm:
+        fields = upload.fields
+        fmt = _choice(fields.get("response_format") or "json", TranscriptFormat, "response_format")
+        granularities = set(
+            upload.values("timestamp_granularities[]") + upload.values("timestamp_granularities")
+        )
+        if not granularities <= {"word", "segment"}:
+            raise InvalidRequest(
+                "timestamp_granularities[]: each must be word or segment.",
+                param="timestamp_granularities",
+            )
+        if granularities and fmt is not TranscriptFormat.VERBOSE_JSON:
+            raise InvalidRequest(
+                "timestamp_granularities[] needs response_format verbose_json.",
+                param="timestamp_granularities",
+            )
+        if task == "translate" and "word" in granularities:
+            raise InvalidRequest(
+                "timestamp_granularities[]: translations have no word timestamps.",
+                param="timestamp_granularities",
+            )
+        stream = _boolean(fields.get("stream"), "stream")
+        if stream and fmt not in (TranscriptFormat.JSON, TranscriptFormat.TEXT):
+            raise InvalidRequest("stream: only the json and text formats stream.", param="stream")
+        timed = fmt in (TranscriptFormat.SRT, TranscriptFormat.VTT, TranscriptFormat.VERBOSE_JSON)
+        options = TranscribeOptions(
+            language=parse_language(fields.get("language"), languages),
+            task="translate" if task == "translate" else "transcribe",
+            timestamps=timed,
+            word_timestamps="word" in granularities,
+            prompt=fields.get("prompt") or None,
+            temperature=_temperature(fields.get("temperature")),
+        )
+        return cls(options, fmt, granularities, stream)
+
+
+def _choice(value: str, choices: type[TranscriptFormat], param: str) -> TranscriptFormat:
+    try:
+        return choices(value)
+    except ValueError:
+        allowed = ", ".join(choice.value for choice in choices)
+        raise InvalidRequest(f"{param}: {value!r} is not one of {allowed}.", param=param) from None
+
+
+def _boolean(value: str | None, param: str) -> bool:
+    if value is None or value.strip().lower() in ("", "false", "0"):
+        return False
+    if value.strip().lower() in ("true", "1"):
+        return True
+    raise InvalidRequest(f"{param}: {value!r} is not true or false.", param=param)
+
+
+def _temperature(value: str | None) -> float:
+    if value is None or not value.strip():
+        return 0.0
+    try:
+        temperature = float(value)
+    except ValueError:
+        temperature = math.nan
+    if not 0.0 <= temperature <= 1.0:
+        raise InvalidRequest(
+            f"temperature: {value!r} is not a number from 0 to 1.", param="temperature"
+        )
+    return temperature
+
+
+@router.get("/models")
+async def models(_principal: Authenticated) -> ModelList:
+    return ModelList(data=[Model(id=name) for name in (*TTS_MODELS, *STT_MODELS)])
+
+
+@router.get("/models/{model_id}")
+async def model(model_id: str, _principal: Authenticated) -> Model:
+    if model_id not in (*TTS_MODELS, *STT_MODELS):
+        raise NotFound(f"No model {model_id!r}; GET /v1/models lists them.", param="model")
+    return Model(id=model_id)

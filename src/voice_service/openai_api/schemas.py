@@ -1,0 +1,73 @@
+"""Request and response bodies of the OpenAI-compatible API, as OpenAI documents them."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from voice_service.audio.encode import AudioFormat
+from voice_service.speech.schemas import MAX_TEXT_LENGTH
+
+TTS_MODELS = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
+STT_MODELS = ("whisper-1", "gpt-4o-transcribe", "gpt-4o-mini-transcribe")
+
+
+class VoiceRef(BaseModel):
+    id: str = Field(min_length=1, max_length=100)
+
+
+class SpeechBody(BaseModel):
+    model_config = ConfigDict(extra="ignore")  # later OpenAI fields must not break clients
+
+    model: str = Field(
+        "tts-1",
+        min_length=1,
+        max_length=100,
+        description=f"Any name; {', '.join(TTS_MODELS)} are listed. The voice chooses the engine.",
+    )
+    input: str = Field(min_length=1, max_length=MAX_TEXT_LENGTH)
+    voice: str | VoiceRef = Field(
+        description="One of OpenAI's voice names, a voice id from GET /api/v1/voices, "
+        'or {"id": "voice_..."}.'
+    )
+    response_format: AudioFormat = AudioFormat.MP3
+    speed: float = Field(1.0, ge=0.25, le=4.0)
+    instructions: str | None = Field(
+        None,
+        max_length=4096,
+        description="Accepted for compatibility; these voices do not take instructions.",
+    )
+    stream_format: Literal["audio", "sse"] = "audio"
+
+    @field_validator("input")
+    @classmethod
+    def _not_blank(cls, text: str) -> str:
+        if not text.strip():
+            raise ValueError("input must contain something other than whitespace")
+        return text
+
+    @property
+    def voice_name(self) -> str:
+        return self.voice.id if isinstance(self.voice, VoiceRef) else self.voice
+
+
+class TranscriptFormat(StrEnum):
+    JSON = "json"
+    TEXT = "text"
+    SRT = "srt"
+    VERBOSE_JSON = "verbose_json"
+    VTT = "vtt"
+
+
+class Model(BaseModel):
+    id: str
+    object: Literal["model"] = "model"
+    created: int = 0
+    owned_by: str = "voice-service"
+
+
+class ModelList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[Model]

@@ -1,0 +1,31 @@
+"""OpenAI's voice names, mapped onto this catalogue."""
+
+from __future__ import annotations
+
+from voice_service.engines.registry import CLONE_BASE_VOICE
+from voice_service.ids import catalogue_voice_id
+
+# The packaged catalogue has one neural English voice, so each of OpenAI's names speaks with
+# it; a voice id from GET /api/v1/voices (a clone's too) chooses any other voice.
+OPENAI_VOICES: dict[str, str] = {
+    name: CLONE_BASE_VOICE
+    for name in (
+        "alloy",
+        "ash",
+        "ballad",
+        "coral",
+        "echo",
+        "fable",
+        "nova",
+        "onyx",
+        "sage",
+        "shimmer",
+        "verse",
+    )
+}
+
+
+def voice_id_for(voice: str) -> str:
+    """The catalogue or clone id `voice` names: one of OpenAI's names, else an id as is."""
+    key = OPENAI_VOICES.get(voice.strip().lower())
+    return catalogue_voice_id(key) if key is not None else voice

@@ -1,0 +1,177 @@
+"""Responses whose body is made while it is sent, logged and billed when they end.
+
+A stream's 200 goes out before its body exists, so its request-log row cannot be written
+when the response starts (the middleware's rule): it is written when the stream ends,
+saying what happened. A stream whose last byte reached the server commits its usage row and
+its log row together; one that broke off or whose client left is logged with the failure's
+status, its error code and the bytes sent, and billed nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from dataclasses import dataclass
+
+from starlette.responses import Response
+from starlette.types import Message, Receive, Scope, Send
+
+from voice_service.auth.principal import Principal
+from voice_service.context import AppContext
+from voice_service.errors import ApiError, ClientClosedRequest, InternalError
+from voice_service.middleware import OUTAGES, record_request
+from voice_service.requestlog.record import RequestRecord
+from voice_service.usage.billing import bill_success
+
+logger = logging.getLogger(__name__)
+
+
+async def started(chunks: AsyncGenerator[bytes, None]) -> AsyncGenerator[bytes, None]:
+    """`chunks`, once its first item exists: an error in making it is raised here, before
+    any status is sent, and gets its ordinary error response."""
+    try:
+        first = await anext(chunks)
+    except StopAsyncIteration:
+        first = b""
+    except BaseException:
+        await _close(chunks)
+        raise
+    return _prepend(first, chunks)
+
+
+async def _prepend(first: bytes, rest: AsyncGenerator[bytes, None]) -> AsyncGenerator[bytes, None]:
+    try:
+        if first:
+            yield first
+        async for chunk in rest:
+            yield chunk
+    finally:
+        await _close(rest)
+
+
+@dataclass(frozen=True, slots=True)
+class Billing:
+    """Who pays for a stream, for what, and how many units once it has all been sent."""
+
+    context: AppContext
+    principal: Principal
+    endpoint: str
+    units: Callable[[], int]  # asked when the stream has ended (a transcript's seconds)
+
+
+class MeteredStream(Response):
+    """A response that sends `body` as it is made (chunked transfer), stops making it when
+    the client leaves, and writes the request's log row (and usage, if it all went out)
+    when it ends."""
+
+    def __init__(
+        self,
+        body: AsyncIterator[bytes],
+        *,
+        media_type: str,
+        billing: Billing,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        self.chunks = body
+        self.billing = billing
+        self.status_code = 200
+        self.media_type = media_type
+        self.background = None
+        self.init_headers(headers)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        state = scope["state"]
+        record: RequestRecord = state["record"]
+        record.streamed = True
+        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+        sent = _Counter()
+        outcome = await self._send_body(send, receive, sent, record.request_id)
+        if outcome is None:
+            billing = self.billing
+            try:
+                await bill_success(
+                    billing.context,
+                    record,
+                    billing.principal,
+                    billing.endpoint,
+                    billing.units(),
+                    bytes_sent=sent.bytes,
+                )
+                return
+            except Exception as exc:
+                # Everything was delivered, but neither row exists: log the failure instead.
+                _log_failure(record, exc)
+                outcome = InternalError()
+        state["error_code"] = outcome.code
+        entry = record.entry(outcome.status, self.billing.principal, outcome.code, sent.bytes)
+        await record_request(self.billing.context.request_log.write, entry)
+        # Returning without the final empty chunk makes the server close the connection, so
+        # the client sees a cut-off body rather than a complete, shorter one.
+
+    async def _send_body(
+        self, send: Send, receive: Receive, sent: _Counter, request_id: str
+    ) -> ApiError | None:
+        """None when the whole body went out; else why it did not."""
+        sender = asyncio.ensure_future(self._send_chunks(send, sent, request_id))
+        watcher = asyncio.ensure_future(_disconnected(receive))
+        try:
+            done, _ = await asyncio.wait({sender, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watcher.cancel()
+            sender.cancel()  # a no-op once it has finished; else the client left (or we stop)
+        if sender in done:
+            return sender.result()
+        with contextlib.suppress(asyncio.CancelledError):
+            await sender  # it closes the body, which frees its inference worker
+        # The server reports a disconnect once the response is complete, too: that race
+        # is not a client leaving early.
+        return None if sent.complete else ClientClosedRequest()
+
+    async def _send_chunks(self, send: Send, sent: _Counter, request_id: str) -> ApiError | None:
+        try:
+            async for chunk in self.chunks:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                sent.bytes += len(chunk)
+                logger.debug("%s handed %d bytes to the server", request_id, len(chunk))
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            sent.complete = True
+        except ApiError as error:
+            logger.warning("%s ended after %d bytes: %s", request_id, sent.bytes, error.message)
+            return error
+        except OSError:  # the server could not write to the client: it left
+            return ClientClosedRequest()
+        except Exception:
+            logger.exception("%s failed after %d bytes", request_id, sent.bytes)
+            return InternalError()
+        finally:
+            await _close(self.chunks)
+        return None
+
+
+@dataclass(slots=True)
+class _Counter:
+    bytes: int = 0
+    complete: bool = False  # the final chunk went to the server
+
+
+async def _disconnected(receive: Receive) -> None:
+    """Returns once the client has gone (the request body has already been read)."""
+    while True:
+        message: Message = await receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+async def _close(chunks: AsyncIterator[bytes]) -> None:
+    aclose = getattr(chunks, "aclose", None)
+    if aclose is not None:
+        await aclose()
+
+
+def _log_failure(record: RequestRecord, exc: Exception) -> None:
+    if isinstance(exc, OUTAGES):
+        logger.error("stream %s: a backing service is unavailable: %r", record.request_id, exc)
+    else:
+        logger.exception("stream %s could not be committed", record.request_id)

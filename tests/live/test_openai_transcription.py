@@ -1,0 +1,124 @@
+"""/v1/audio/transcriptions and /v1/audio/translations through OpenAI's own Python SDK."""
+
+from __future__ import annotations
+
+import re
+
+import openai
+import pytest
+
+from tests import speech_clips as clips
+from tests.live.conftest import LiveServer
+from voice_service.audio.encode import AudioFormat, encode
+
+TEXT = "The quick brown fox jumps over the lazy dog. It was a sunny day by the river."
+SRT_CUE = re.compile(
+    r"(\d+)\n(\d\d):(\d\d):(\d\d),(\d{3}) --> (\d\d):(\d\d):(\d\d),(\d{3})\n(.+)\n"
+)
+VTT_CUE = re.compile(r"(\d\d):(\d\d):(\d\d)\.(\d{3}) --> (\d\d):(\d\d):(\d\d)\.(\d{3})\n(.+)\n")
+
+
+@pytest.fixture(scope="module")
+def client(live: LiveServer) -> openai.OpenAI:
+    tenant = live.tenant()
+    return openai.OpenAI(base_url=f"{live.root}/v1", api_key=tenant.secret, max_retries=0)
+
+
+@pytest.fixture(scope="module")
+def speech() -> tuple[bytes, float]:
+    """An MP3 of TEXT (Piper) and its length in seconds."""
+    pcm = clips.english_speech(TEXT)
+    return encode([pcm], AudioFormat.MP3), pcm.duration_seconds
+
+
+def words_of(text: str) -> list[str]:
+    return re.findall(r"[a-z]+", text.lower())
+
+
+def test_json_and_text(client: openai.OpenAI, speech: tuple[bytes, float]) -> None:
+    audio, seconds = speech
+    result = client.audio.transcriptions.create(model="whisper-1", file=("a.mp3", audio))
+    assert words_of(result.text) == words_of(TEXT)
+    assert result.usage is not None and result.usage.seconds == pytest.approx(seconds, abs=1)
+    text = client.audio.transcriptions.create(
+        model="whisper-1", file=("a.mp3", audio), response_format="text", language="en"
+    )
+    assert words_of(text) == words_of(TEXT)
+
+
+def test_srt_and_vtt_parse_into_cues_inside_the_clip(
+    client: openai.OpenAI, speech: tuple[bytes, float]
+) -> None:
+    audio, seconds = speech
+    for fmt, cue, marker in (("srt", SRT_CUE, ""), ("vtt", VTT_CUE, "WEBVTT\n\n")):
+        body = client.audio.transcriptions.create(
+            model="whisper-1",
+            file=("a.mp3", audio),
+            response_format=fmt,  # type: ignore[call-overload]
+        )
+        assert body.startswith(marker)
+        cues = cue.findall(body)
+        assert cues, body
+        assert words_of(" ".join(c[-1] for c in cues)) == words_of(TEXT)
+        ends = [_seconds(*c[-5:-1]) for c in cues]
+        assert all(0 <= end <= seconds + 0.5 for end in ends), body
+
+
+def test_verbose_json_has_segments_and_increasing_words_inside_the_clip(
+    client: openai.OpenAI, speech: tuple[bytes, float]
+) -> None:
+    audio, seconds = speech
+    result = client.audio.transcriptions.create(
+        model="whisper-1",
+        file=("a.mp3", audio),
+        response_format="verbose_json",
+        timestamp_granularities=["word", "segment"],
+    )
+    assert result.language == "en"
+    assert result.duration == pytest.approx(seconds, abs=0.1)
+    assert words_of(result.text) == words_of(TEXT)
+    assert result.segments and result.segments[0].start >= 0
+    assert result.words is not None
+    assert words_of(" ".join(w.word for w in result.words)) == words_of(TEXT)
+    starts = [word.start for word in result.words]
+    assert starts == sorted(starts) and len(set(starts)) > len(starts) // 2
+    assert all(0 <= w.start <= w.end <= seconds + 0.5 for w in result.words)
+
+
+def test_stream_sends_deltas_then_the_whole_text(
+    client: openai.OpenAI, speech: tuple[bytes, float]
+) -> None:
+    events = list(
+        client.audio.transcriptions.create(
+            model="whisper-1", file=("a.mp3", speech[0]), stream=True
+        )
+    )
+    *deltas, done = events
+    assert deltas and {event.type for event in deltas} == {"transcript.text.delta"}
+    assert done.type == "transcript.text.done"
+    assert "".join(event.delta for event in deltas) == done.text  # type: ignore[union-attr]
+    assert words_of(done.text) == words_of(TEXT)
+
+
+@pytest.mark.filterwarnings("ignore:deprecated:DeprecationWarning")  # the SDK's, on translations
+@pytest.mark.parametrize(
+    ("language", "text", "expected"),
+    [
+        ("es", "Buenos días. Hoy hace muy buen tiempo. Me gusta mucho el café.", "coffee"),
+        ("fr", "Bonjour. Aujourd'hui il fait très beau. J'aime beaucoup le café.", "coffee"),
+    ],
+)
+def test_translation_into_english(
+    live: LiveServer, client: openai.OpenAI, language: str, text: str, expected: str
+) -> None:
+    audio = encode([clips.espeak_speech(text, language)], AudioFormat.MP3)
+    result = client.audio.translations.create(
+        model="whisper-1", file=("a.mp3", audio), response_format="verbose_json"
+    )
+    assert result.language == language  # detected: the speech's own language
+    assert expected in words_of(result.text), result.text
+    assert result.text.isascii()
+
+
+def _seconds(hours: str, minutes: str, seconds: str, millis: str) -> float:
+    return int(hours) * 3600 + int(minutes) * 60 + int(seconds) + int(millis) / 1000
