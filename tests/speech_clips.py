@@ -8,6 +8,8 @@ on 30 s windows, not on the words.
 from __future__ import annotations
 
 import functools
+import subprocess
+import sys
 import zlib
 from fractions import Fraction
 from pathlib import Path
@@ -66,6 +68,25 @@ def english_speech(text: str = ENGLISH_TEXT) -> Pcm:
 def espeak_speech(text: str, voice: str) -> Pcm:
     """`text` spoken by espeak-ng voice `voice` ("de", "es"), via the service's engine."""
     return _espeak_engine().synthesize(f"espeak:{voice}", text)
+
+
+_FRESH_ESPEAK = """
+import sys
+from voice_service.engines.espeak import EspeakEngine
+pcm = EspeakEngine().synthesize("espeak:" + sys.argv[2], sys.argv[1])
+sys.stdout.buffer.write(pcm.sample_rate.to_bytes(4, "little") + pcm.samples.tobytes())
+"""
+
+
+def fresh_espeak_speech(text: str, voice: str) -> Pcm:
+    """`espeak_speech` as a newly started library makes it. espeak-ng's pitch flutter runs
+    on from call to call within a process, so the same text comes out slightly different
+    each time; a test whose outcome hangs on recognition takes its clip from here."""
+    done = subprocess.run(  # noqa: S603 (our own interpreter, fixed code)
+        [sys.executable, "-c", _FRESH_ESPEAK, text, voice], capture_output=True, check=True
+    )
+    rate = int.from_bytes(done.stdout[:4], "little")
+    return Pcm(np.frombuffer(done.stdout[4:], dtype=np.int16).copy(), rate)
 
 
 @functools.cache

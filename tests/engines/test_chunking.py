@@ -7,7 +7,12 @@ import unicodedata
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from voice_service.engines.chunking import MAX_CHUNK_CHARS, speakable, split_text
+from voice_service.engines.chunking import (
+    FIRST_CHUNK_CHARS,
+    MAX_CHUNK_CHARS,
+    speakable,
+    split_text,
+)
 from voice_service.engines.piper import MAX_PHONEMES, split_phonemes
 
 
@@ -53,6 +58,17 @@ def test_control_characters_become_spaces() -> None:
     assert split_text("\x00\x01\x02") == []
 
 
+def test_a_stream_s_first_piece_is_short_and_cut_where_it_may_pause() -> None:
+    text = "The lighthouse stood at the edge of the cliff. It was old."
+    assert split_text(text, first_chars=FIRST_CHUNK_CHARS) == [
+        "The lighthouse stood at",
+        "the edge of the cliff.",
+        "It was old.",
+    ]
+    assert split_text("Well, this goes on for a while.", first_chars=24)[0] == "Well,"
+    assert split_text("Short one. Next.", first_chars=24) == ["Short one.", "Next."]
+
+
 def _visible(text: str) -> str:
     return "".join(char for char in speakable(text) if not char.isspace())
 
@@ -62,6 +78,10 @@ def _visible(text: str) -> str:
 def test_pieces_are_bounded_and_lose_nothing_but_space(text: str, max_chars: int) -> None:
     chunks = split_text(text, max_chars)
     assert all(0 < len(chunk) <= max_chars and chunk == chunk.strip() for chunk in chunks)
+    quick = split_text(text, max_chars, first_chars=FIRST_CHUNK_CHARS)
+    assert not quick or len(quick[0]) <= FIRST_CHUNK_CHARS
+    assert quick[1:2] == [] or len(quick[1]) <= max_chars
+    assert "".join(_visible(chunk) for chunk in quick) == _visible(text)
     assert "".join(_visible(chunk) for chunk in chunks) == _visible(text)
     assert not any(
         unicodedata.category(char) == "Cc" and char != "\n" for c in chunks for char in c

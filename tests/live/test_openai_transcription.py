@@ -111,7 +111,7 @@ def test_stream_sends_deltas_then_the_whole_text(
 def test_translation_into_english(
     live: LiveServer, client: openai.OpenAI, language: str, text: str, expected: str
 ) -> None:
-    audio = encode([clips.espeak_speech(text, language)], AudioFormat.MP3)
+    audio = encode([clips.fresh_espeak_speech(text, language)], AudioFormat.MP3)
     result = client.audio.translations.create(
         model="whisper-1", file=("a.mp3", audio), response_format="verbose_json"
     )

@@ -83,7 +83,7 @@ class AudioEncoder:
         self._bitrate = bitrate
         self._speed = speed
         self._output: _Output = _WriteOnly() if streaming else _Seekable()
-        self._streaming = streaming
+        self.streaming = streaming
         self._container: av.container.OutputContainer | None = None
         self._stream: av.AudioStream | None = None
         self._tempo: _Tempo | None = None
@@ -119,7 +119,7 @@ class AudioEncoder:
         return self._output.take()
 
     def _ready(self) -> bytes:
-        return self._output.take() if self._streaming else b""
+        return self._output.take() if self.streaming else b""
 
     def _add(self, pcm: Pcm) -> None:
         if self._stream is None:

@@ -17,6 +17,10 @@ from collections.abc import Iterator
 # About eight seconds of speech: most sentences stay whole, and few chunks need the phoneme
 # cap of Piper (which would cut them at a word rather than where the text pauses).
 MAX_CHUNK_CHARS = 120
+# A stream's first piece: about a second of speech, made in about 0.1 s on one core, so that
+# audio starts at once; the rest of its sentence is made while it plays. The cut is at a
+# clause mark if there is one early enough, else between words.
+FIRST_CHUNK_CHARS = 24
 
 # A sentence ends after terminal punctuation (and closing quotes or brackets) followed by
 # space; CJK full stops (\u3002, fullwidth ! and ?) need no space. A line break ends one too.
@@ -31,11 +35,19 @@ _CLAUSE_END = re.compile(r"(?<=[,;:\uff0c\uff1b\uff1a\u3001])\s*|\s+(?=[\u2014\u
 _SPACE = re.compile(r"\s+")
 
 
-def split_text(text: str, max_chars: int = MAX_CHUNK_CHARS) -> list[str]:
-    """The pieces of `text` to speak in order; none longer than `max_chars`, none blank."""
-    return [
+def split_text(
+    text: str, max_chars: int = MAX_CHUNK_CHARS, first_chars: int | None = None
+) -> list[str]:
+    """The pieces of `text` to speak in order; none longer than `max_chars`, none blank;
+    the first no longer than `first_chars` when given (a stream's quick start)."""
+    chunks = [
         chunk for sentence in _sentences(speakable(text)) for chunk in _fit(sentence, max_chars)
     ]
+    if first_chars is None or not chunks or len(chunks[0]) <= first_chars:
+        return chunks
+    head = next(_fit(chunks[0], first_chars))
+    rest = chunks[0][len(head) :]  # _fit's pieces are stripped prefixes, in order
+    return [head, *_non_blank(rest), *chunks[1:]]
 
 
 def speakable(text: str) -> str:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from voice_service.engines.chunking import split_text
+from voice_service.engines.chunking import FIRST_CHUNK_CHARS, split_text
 from voice_service.engines.espeak import EspeakEngine
 from voice_service.engines.piper import PiperEngine
 from voice_service.engines.protocols import (
@@ -54,12 +54,21 @@ class Engines:
     def catalogue(self) -> list[EngineVoice]:
         return [voice for engine in self.speakers.values() for voice in engine.voices()]
 
-    def speak(self, voice_key: str, profile: Mapping[str, Any] | None, text: str) -> Iterator[Pcm]:
+    def speak(
+        self,
+        voice_key: str,
+        profile: Mapping[str, Any] | None,
+        text: str,
+        *,
+        quick_start: bool = False,
+    ) -> Iterator[Pcm]:
         """`text` spoken chunk by chunk (`chunking.split_text`), so memory stays bounded
         whatever its length and each chunk can be sent as soon as it is made; in a clone's
-        voice when its `profile` is given. Raises `UnknownVoice` before any work."""
+        voice when its `profile` is given; with a short first chunk for a `quick_start`.
+        Raises `UnknownVoice` before any work."""
         speak_chunk = self.chunk_speaker(voice_key, profile)
-        for chunk in split_text(text):
+        first_chars = FIRST_CHUNK_CHARS if quick_start else None
+        for chunk in split_text(text, first_chars=first_chars):
             yield speak_chunk(chunk)
 
     def chunk_speaker(

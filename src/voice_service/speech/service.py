@@ -101,7 +101,10 @@ def _encoded_chunks(
 ) -> Iterator[bytes]:
     deadline = budget.start()
     spoken = 0.0
-    for index, pcm in enumerate(engines.speak(voice_key, profile, text), start=1):
+    # A stream starts with a short chunk, so its first audio comes at once; a whole file
+    # keeps every sentence in one piece (the best prosody).
+    pieces = engines.speak(voice_key, profile, text, quick_start=encoder.streaming)
+    for index, pcm in enumerate(pieces, start=1):
         logger.debug("%s spoke chunk %d", request_id, index)
         spoken += pcm.duration_seconds
         # Checked after each chunk, so a stream whose client reads too slowly stops too.
