@@ -11,6 +11,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import av
@@ -97,6 +98,12 @@ def live(
     engines: Engines, database_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LiveServer]:
     settings = make_settings(tmp_path_factory.mktemp("live"), database_url)
+    with serving(settings, engines) as server:
+        yield server
+
+
+@contextmanager
+def serving(settings: Settings, engines: Engines) -> Iterator[LiveServer]:
     app = create_app(settings, engines)
     port = free_port()
     config = uvicorn.Config(

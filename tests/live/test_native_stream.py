@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import httpx
 import pytest
 
-from tests.live.conftest import LiveServer, audio_duration, wait_for
+from tests.conftest import make_settings
+from tests.live.conftest import LiveServer, audio_duration, serving, wait_for
+from voice_service.engines.registry import Engines
 from voice_service.ids import catalogue_voice_id
 
 JOE = catalogue_voice_id("piper:en_US-joe-medium")
@@ -63,6 +67,38 @@ def test_a_client_that_leaves_after_the_first_chunk_is_not_billed(live: LiveServ
     assert wait_for(lambda: live.pool_in_use() == 0, 30), "the worker was not freed"
     spoken = [event for event in live.log.of(request_id) if "spoke chunk" in event]
     assert len(spoken) < 99  # synthesis stopped well before the end of the text
+
+
+def test_a_stream_that_fails_midway_is_cut_off_logged_502_and_not_billed(
+    engines: Engines, database_url: str, tmp_path: Path
+) -> None:
+    # Every inference may take 4 s whatever it speaks: the first chunk (about 0.1 s of
+    # work) goes out, and the 5,000 characters (about 20 s of work) are stopped midway.
+    settings = make_settings(
+        tmp_path, database_url, inference_timeout_seconds=4.0, inference_timeout_per_audio_second=0
+    )
+    text = ("The keeper climbed the stairs and lit the lamp. " * 105)[:5000]
+    with serving(settings, engines) as server:
+        tenant = server.tenant()
+        received = []
+        with (
+            httpx.Client(timeout=120) as client,
+            client.stream(
+                "POST",
+                f"{server.root}/api/v1/text-to-speech/stream",
+                json={"text": text, "voice_id": JOE},
+                headers=tenant.headers,
+            ) as response,
+        ):
+            assert response.status_code == 200
+            request_id = response.headers["x-request-id"]
+            with pytest.raises(httpx.RemoteProtocolError):  # no final chunk: cut off
+                received.extend(response.iter_raw())
+        row = server.log_row(request_id)
+        assert (row.status, row.error_code) == (502, "PROVIDER_ERROR")
+        assert row.bytes_sent is not None and row.bytes_sent > 0
+        assert server.usage_units(request_id) == []
+        assert wait_for(lambda: server.pool_in_use() == 0, 30)
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,8 @@ import json
 import math
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
-from typing import Annotated, Any
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Request, Response
 
@@ -49,6 +50,7 @@ TRANSLATION = "translation"
 
 router = APIRouter(prefix="/v1", include_in_schema=False)
 SSE = "text/event-stream"
+Task = Literal["transcribe", "translate"]
 
 
 @router.post("/audio/speech")
@@ -105,7 +107,7 @@ async def translations(
 
 
 async def _transcribe(
-    request: Request, context: Context, principal: Principal, task: str, endpoint: str
+    request: Request, context: Context, principal: Principal, task: Task, endpoint: str
 ) -> Response:
     record: RequestRecord = request.state.record
     async with receive_audio_upload(
@@ -160,23 +162,17 @@ def _event(data: dict[str, Any]) -> bytes:
     return f"data: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
 
 
+@dataclass(frozen=True, slots=True)
 class _TranscriptionForm:
     """OpenAI's multipart fields, checked."""
 
-    def __init__(
-        self,
-        options: TranscribeOptions,
-        fmt: TranscriptFormat,
-        granularities: set[str],
-        stream: bool,
-    ) -> None:
-        self.options = options
-        self.format = fmt
-        self.granularities = granularities
-        self.stream = stream
+    options: TranscribeOptions
+    format: TranscriptFormat
+    granularities: set[str]
+    stream: bool
 
     @classmethod
-    def parse(cls, upload: Upload, task: str, languages: frozenset[str]) -> _TranscriptionForm:
+    def parse(cls, upload: Upload, task: Task, languages: frozenset[str]) -> _TranscriptionForm:
         fields = upload.fields
         fmt = _choice(fields.get("response_format") or "json", TranscriptFormat, "response_format")
         granularities = set(
@@ -203,7 +199,7 @@ class _TranscriptionForm:
         timed = fmt in (TranscriptFormat.SRT, TranscriptFormat.VTT, TranscriptFormat.VERBOSE_JSON)
         options = TranscribeOptions(
             language=parse_language(fields.get("language"), languages),
-            task="translate" if task == "translate" else "transcribe",
+            task=task,
             timestamps=timed,
             word_timestamps="word" in granularities,
             prompt=fields.get("prompt") or None,

@@ -5,10 +5,10 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from voice_service.audio.encode import AudioFormat
-from voice_service.speech.schemas import MAX_TEXT_LENGTH
+from voice_service.speech.schemas import SpeechText
 
 TTS_MODELS = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
 STT_MODELS = ("whisper-1", "gpt-4o-transcribe", "gpt-4o-mini-transcribe")
@@ -27,7 +27,7 @@ class SpeechBody(BaseModel):
         max_length=100,
         description=f"Any name; {', '.join(TTS_MODELS)} are listed. The voice chooses the engine.",
     )
-    input: str = Field(min_length=1, max_length=MAX_TEXT_LENGTH)
+    input: SpeechText
     voice: str | VoiceRef = Field(
         description="One of OpenAI's voice names, a voice id from GET /api/v1/voices, "
         'or {"id": "voice_..."}.'
@@ -40,13 +40,6 @@ class SpeechBody(BaseModel):
         description="Accepted for compatibility; these voices do not take instructions.",
     )
     stream_format: Literal["audio", "sse"] = "audio"
-
-    @field_validator("input")
-    @classmethod
-    def _not_blank(cls, text: str) -> str:
-        if not text.strip():
-            raise ValueError("input must contain something other than whitespace")
-        return text
 
     @property
     def voice_name(self) -> str:
