@@ -89,3 +89,9 @@ def test_tempo_steps_multiply_to_the_speed_within_the_filter_s_range(speed: floa
 def test_speed_scales_the_duration(speed: float) -> None:
     _, samples, _ = decode(encode([tone(2.0)], AudioFormat.WAV, speed=speed))
     assert samples / 22050 == pytest.approx(2.0 / speed, rel=0.02)
+
+
+def test_a_stream_of_no_audio_is_still_a_playable_file() -> None:
+    encoder = AudioEncoder(AudioFormat.MP3, streaming=True)
+    _, samples, _ = decode(encoder.finish())
+    assert samples > 0  # one frame of silence, not zero bytes

@@ -91,10 +91,6 @@ class AudioEncoder:
         self._samples_in = 0
         self._samples_out = 0
 
-    @property
-    def media_type(self) -> str:
-        return self._spec.media_type
-
     def add(self, pcm: Pcm) -> bytes:
         """Encode one chunk; returns what is ready to send (always b"" unless streaming)."""
         try:
@@ -105,11 +101,11 @@ class AudioEncoder:
 
     def finish(self) -> bytes:
         """Flush everything; returns the rest of the stream, or the whole file."""
-        if self._samples_in == 0:
-            rate = self._source_rate or 22_050
-            self.add(Pcm(np.zeros(_MIN_SAMPLES, dtype=np.int16), rate))
-        assert self._container is not None and self._stream is not None
         try:
+            if self._samples_in == 0:
+                rate = self._source_rate or 22_050
+                self._add(Pcm(np.zeros(_MIN_SAMPLES, dtype=np.int16), rate))
+            assert self._container is not None and self._stream is not None
             if self._tempo is not None:
                 self._encode(self._tempo.flush())
             self._mux(self._stream.encode(None))
