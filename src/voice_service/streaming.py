@@ -85,9 +85,15 @@ class MeteredStream(Response):
         state = scope["state"]
         record: RequestRecord = state["record"]
         record.streamed = True
-        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
         sent = _Counter()
-        outcome = await self._send_body(send, receive, sent, record.request_id)
+        outcome: ApiError | None
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+        except OSError:  # gone already: the body's worker is freed, the row still written
+            await _close(self.chunks)
+            outcome = ClientClosedRequest()
+        else:
+            outcome = await self._send_body(send, receive, sent, record.request_id)
         if outcome is None:
             billing = self.billing
             try:
