@@ -27,7 +27,7 @@ class Server:
     org_id: str
     account_id: str
     env: dict[str, str]
-    pid: int  # one worker: uvicorn serves in the process the CLI started
+    process: subprocess.Popen[str]
     data_dir: Path
     log: Path  # the server's stderr
 
@@ -39,6 +39,11 @@ class Server:
     def address(self) -> tuple[str, int]:
         host, port = self.root.removeprefix("http://").split(":")
         return host, int(port)
+
+    @property
+    def pid(self) -> int:
+        """One worker: uvicorn serves in the process the CLI started."""
+        return self.process.pid
 
     @property
     def database(self) -> Path:
@@ -104,7 +109,7 @@ def running_server(data_dir: Path, **settings: str) -> Iterator[Server]:
             first["org_id"],
             first["account_id"],
             env,
-            process.pid,
+            process,
             data_dir,
             log,
         )

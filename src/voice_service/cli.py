@@ -8,10 +8,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import sys
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from enum import StrEnum
+from types import FrameType
 from typing import Annotated, Any, TypeVar
 
 import typer
@@ -138,6 +140,9 @@ def serve(
     first = _run(lambda session: _bootstrap(session, settings))
     _emit(as_json, {"base_url": base_url, **first}, _welcome(base_url, first))
     sys.stdout.flush()
+    # uvicorn drains on SIGTERM, then raises the signal again with the handler it found
+    # installed: with this one, a node that drained exits 0 rather than "killed by SIGTERM".
+    signal.signal(signal.SIGTERM, _exit_drained)
     uvicorn.run(
         "voice_service.app:create_app",
         factory=True,
@@ -148,9 +153,16 @@ def serve(
         # caps connections; it takes its settings and log writer from the lifespan.
         http="voice_service.server:HttpProtocol",
         lifespan="on",
+        # SIGTERM: stop accepting, let requests in flight finish, then the lifespan's
+        # shutdown flushes the request log before the process exits 0.
+        timeout_graceful_shutdown=settings.drain_timeout_seconds,
         access_log=False,
         log_level="info",
     )
+
+
+def _exit_drained(_signum: int, _frame: FrameType | None) -> None:
+    raise SystemExit(0)
 
 
 async def _bootstrap(session: AsyncSession, settings: Settings) -> dict[str, str]:

@@ -129,6 +129,14 @@ class Settings(BaseSettings):
         "connections beyond it are closed at once.",
     )
 
+    drain_timeout_seconds: int = Field(
+        30,
+        ge=1,
+        description="On SIGTERM a node stops accepting connections and gives the requests "
+        "in flight this long to finish (then closes them), flushes the request log, and "
+        "exits 0.",
+    )
+
     workers: int = Field(
         1, ge=1, description="Processes `serve` starts on this node (its --workers overrides it)."
     )
