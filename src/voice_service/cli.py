@@ -27,6 +27,7 @@ from voice_service.console.audit import list_events
 from voice_service.db import hold_startup_lock, run_in_transaction
 from voice_service.engines.registry import CLONE_BASE_VOICE
 from voice_service.ids import catalogue_voice_id
+from voice_service.logs import log_config
 from voice_service.requestlog.repository import recent_requests
 from voice_service.settings import Settings
 from voice_service.tenancy import service as tenancy
@@ -156,8 +157,8 @@ def serve(
         # SIGTERM: stop accepting, let requests in flight finish, then the lifespan's
         # shutdown flushes the request log before the process exits 0.
         timeout_graceful_shutdown=settings.drain_timeout_seconds,
-        access_log=False,
-        log_level="info",
+        access_log=False,  # the request line is ours (middleware.record_request)
+        log_config=log_config(settings.log_format),
     )
 
 

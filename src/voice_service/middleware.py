@@ -24,6 +24,7 @@ from voice_service.errors import (
     envelope_bytes,
 )
 from voice_service.ids import new_id
+from voice_service.logs import log_request
 from voice_service.requestlog.record import RequestRecord
 from voice_service.requestlog.repository import LogEntry
 
@@ -39,18 +40,12 @@ LogWriter = Callable[[LogEntry], Awaitable[None]]
 MALFORMED_BODY = "malformed_body"
 
 
-async def record_request(write_log: LogWriter, entry: LogEntry) -> None:
+async def record_request(
+    write_log: LogWriter, entry: LogEntry, key_prefix: str | None = None
+) -> None:
     """Log the request's one line and make its row durable (in the database, or the
     spool while the database cannot take it); a row that fits neither costs only itself."""
-    logger.info(
-        "%s %s %s %d %s %dms",
-        entry.request_id,
-        entry.method,
-        entry.path,
-        entry.status,
-        entry.error_code or "-",
-        entry.duration_ms,
-    )
+    log_request(entry, key_prefix)
     try:
         await write_log(entry)
     except Exception:
@@ -117,8 +112,9 @@ class RequestContextMiddleware:
         record: RequestRecord = state["record"]
         if record.written or record.streamed:  # committed with its success, or by the stream
             return
-        entry = record.entry(status, state.get("principal"), state.get("error_code"))
-        await record_request(self.write_log, entry)
+        principal = state.get("principal")
+        entry = record.entry(status, principal, state.get("error_code"))
+        await record_request(self.write_log, entry, principal.key_prefix if principal else None)
 
 
 class HeadAsGetMiddleware:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, Field
@@ -129,6 +129,12 @@ class Settings(BaseSettings):
         "connections beyond it are closed at once.",
     )
 
+    log_format: Literal["text", "json"] = Field(
+        "text",
+        description="text: a line per event, as uvicorn writes them; json: one JSON object "
+        "per line (time, level, logger, message; a request's line adds request_id, org_id, "
+        "key_prefix, method, path, status, error_code, duration_ms).",
+    )
     drain_timeout_seconds: int = Field(
         30,
         ge=1,

@@ -14,6 +14,7 @@ from voice_service.tenancy.service import SUSPENDED
 @dataclass(frozen=True, slots=True)
 class Principal:
     key_id: str
+    key_prefix: str  # the key's display prefix: safe to log
     org_id: str
     account_id: str
     rate_limit: int | None
@@ -54,6 +55,7 @@ async def _principal(session: AsyncSession, which: ColumnElement[bool]) -> Princ
     key, org, account = row
     return Principal(
         key_id=key.id,
+        key_prefix=key.prefix,
         org_id=org.id,
         account_id=account.id,
         rate_limit=key.rate_limit,
