@@ -157,7 +157,7 @@ def serve(
         # SIGTERM: stop accepting, let requests in flight finish, then the lifespan's
         # shutdown flushes the request log before the process exits 0.
         timeout_graceful_shutdown=settings.drain_timeout_seconds,
-        access_log=False,  # the request line is ours (middleware.record_request)
+        access_log=False,  # the request line is ours (logs.log_request)
         log_config=log_config(settings.log_format),
     )
 

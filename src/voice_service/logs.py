@@ -1,7 +1,7 @@
 """How a node's log lines look: uvicorn's text lines, or one JSON object per line.
 
 `serve` hands `log_config(...)` to uvicorn, which applies it in every worker process. The
-request line (`middleware.record_request`) carries its fields as the record's `extra`, so
+request line (`log_request`) carries its fields as the record's `extra`, so
 the JSON form has them as keys: time, level, request id, organization, key prefix, method,
 path, status, error code and duration. Nothing secret is ever logged: keys appear by their
 display prefix only.
@@ -76,16 +76,8 @@ def log_config(fmt: LogFormat) -> dict[str, Any]:
 
 def log_request(entry: LogEntry, key_prefix: str | None) -> None:
     """The request's one line, whoever writes its row."""
-    fields = {
-        "request_id": entry.request_id,
-        "org_id": entry.org_id,
-        "key_prefix": key_prefix,
-        "method": entry.method,
-        "path": entry.path,
-        "status": entry.status,
-        "error_code": entry.error_code,
-        "duration_ms": entry.duration_ms,
-    }
+    fields = {name: getattr(entry, name, None) for name in REQUEST_FIELDS}
+    fields["key_prefix"] = key_prefix  # the row has the key's id; the log its display prefix
     _requests.info(
         "%s %s %s %d %s %dms",
         entry.request_id,

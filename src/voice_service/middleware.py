@@ -53,6 +53,15 @@ async def record_request(
         logger.exception("could not write request log row %s", entry.request_id)
 
 
+def log_failure(request_id: str, exc: Exception) -> None:
+    """A request's unexpected failure, from within an `except` block: one line for an
+    outage (not a traceback per request), the traceback for anything else."""
+    if isinstance(exc, OUTAGES):
+        logger.error("request %s failed: a backing service is unavailable: %r", request_id, exc)
+    else:
+        logger.exception("unhandled error in request %s", request_id)
+
+
 class RequestContextMiddleware:
     """Gives every request a server-made id, answers unhandled failures with the 500
     envelope, and writes the request-log row before the response starts, so a client that
@@ -95,12 +104,7 @@ class RequestContextMiddleware:
                 state["error_code"] = ClientClosedRequest.code
                 await self._log(state, ClientClosedRequest.status)
         except Exception as exc:
-            if isinstance(exc, OUTAGES):  # one line each, not a traceback per request
-                logger.error(
-                    "request %s failed: a backing service is unavailable: %r", request_id, exc
-                )
-            else:
-                logger.exception("unhandled error in request %s", request_id)
+            log_failure(request_id, exc)
             if response_started:
                 raise
             if record.written:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 
 from starlette.responses import Response
@@ -21,7 +21,7 @@ from starlette.types import Message, Receive, Scope, Send
 from voice_service.auth.principal import Principal
 from voice_service.context import AppContext
 from voice_service.errors import ApiError, ClientClosedRequest, InternalError
-from voice_service.middleware import OUTAGES, record_request
+from voice_service.middleware import log_failure, record_request
 from voice_service.requestlog.record import RequestRecord
 from voice_service.usage.billing import bill_success
 
@@ -36,7 +36,7 @@ async def started(chunks: AsyncGenerator[bytes, None]) -> AsyncGenerator[bytes, 
     except StopAsyncIteration:
         first = b""
     except BaseException:
-        await _close(chunks)
+        await chunks.aclose()
         raise
     return _prepend(first, chunks)
 
@@ -48,7 +48,7 @@ async def _prepend(first: bytes, rest: AsyncGenerator[bytes, None]) -> AsyncGene
         async for chunk in rest:
             yield chunk
     finally:
-        await _close(rest)
+        await rest.aclose()
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +68,7 @@ class MeteredStream(Response):
 
     def __init__(
         self,
-        body: AsyncIterator[bytes],
+        body: AsyncGenerator[bytes, None],
         *,
         media_type: str,
         billing: Billing,
@@ -90,7 +90,7 @@ class MeteredStream(Response):
         try:
             await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
         except OSError:  # gone already: the body's worker is freed, the row still written
-            await _close(self.chunks)
+            await self.chunks.aclose()
             outcome = ClientClosedRequest()
         else:
             outcome = await self._send_body(send, receive, sent, record.request_id)
@@ -108,7 +108,7 @@ class MeteredStream(Response):
                 return
             except Exception as exc:
                 # Everything was delivered, but neither row exists: log the failure instead.
-                _log_failure(record, exc)
+                log_failure(record.request_id, exc)
                 outcome = InternalError()
         state["error_code"] = outcome.code
         entry = record.entry(outcome.status, self.billing.principal, outcome.code, sent.bytes)
@@ -153,7 +153,7 @@ class MeteredStream(Response):
             logger.exception("%s failed after %d bytes", request_id, sent.bytes)
             return InternalError()
         finally:
-            await _close(self.chunks)
+            await self.chunks.aclose()
         return None
 
 
@@ -169,16 +169,3 @@ async def _disconnected(receive: Receive) -> None:
         message: Message = await receive()
         if message["type"] == "http.disconnect":
             return
-
-
-async def _close(chunks: AsyncIterator[bytes]) -> None:
-    aclose = getattr(chunks, "aclose", None)
-    if aclose is not None:
-        await aclose()
-
-
-def _log_failure(record: RequestRecord, exc: Exception) -> None:
-    if isinstance(exc, OUTAGES):
-        logger.error("stream %s: a backing service is unavailable: %r", record.request_id, exc)
-    else:
-        logger.exception("stream %s could not be committed", record.request_id)

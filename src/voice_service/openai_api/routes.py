@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import math
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
@@ -79,7 +79,9 @@ async def speech(
     return MeteredStream(await started(chunks), media_type=FORMATS[fmt].media_type, billing=billing)
 
 
-async def _speech_events(chunks: AsyncGenerator[bytes, None], units: int) -> AsyncIterator[bytes]:
+async def _speech_events(
+    chunks: AsyncGenerator[bytes, None], units: int
+) -> AsyncGenerator[bytes, None]:
     async with aclosing(chunks):
         async for chunk in chunks:
             audio = base64.b64encode(chunk).decode()
@@ -142,7 +144,7 @@ async def _transcribe(
 
 async def _transcript_events(
     parts: AsyncGenerator[TranscriptPart, None], info: AudioInfo
-) -> AsyncIterator[bytes]:
+) -> AsyncGenerator[bytes, None]:
     transcript = Transcript(info)
     async with aclosing(parts):
         async for part in parts:
