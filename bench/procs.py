@@ -3,6 +3,7 @@ and what /proc says about them (CPU time, resident memory) and about the machine
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import httpx
+import redis
 
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
@@ -60,14 +62,21 @@ def service_env(data_dir: Path) -> dict[str, str]:
     return env
 
 
-def start_service(data_dir: Path) -> tuple[Server, dict[str, str]]:
-    """`python -m voice_service serve --json`; returns the server and its first-start JSON."""
+def start_service(
+    data_dir: Path, workers: int = 1, redis_url: str | None = None
+) -> tuple[Server, dict[str, str]]:
+    """`python -m voice_service serve --workers N --json`, with rate limits in Redis if
+    `redis_url` is given; returns the server and its first-start JSON."""
     port = free_port()
     out_path, err_path = data_dir / "serve.out", data_dir / "serve.err"
     out, err = out_path.open("wb"), err_path.open("wb")
+    env = service_env(data_dir)
+    if redis_url:
+        env["VOICE_SERVICE_REDIS_URL"] = redis_url
+    command = [PYTHON, "-m", "voice_service", "serve", "--port", str(port), "--json"]
     process = subprocess.Popen(
-        [PYTHON, "-m", "voice_service", "serve", "--port", str(port), "--json"],
-        env=service_env(data_dir),
+        [*command, "--workers", str(workers)],
+        env=env,
         cwd=data_dir,  # away from any .env in the caller's directory
         stdout=out,
         stderr=err,
@@ -145,9 +154,34 @@ def create_key(data_dir: Path, org_id: str, rate_limit: int) -> str:
 
 
 def cpu_seconds(pid: int) -> float:
-    """utime + stime of every thread of `pid` so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    """utime + stime of every thread of `pid` and of its live descendants (the workers of
+    `serve --workers N`) so far."""
+    return sum(_own_cpu_seconds(p) for p in (pid, *_descendants(pid)))
+
+
+def _own_cpu_seconds(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:  # gone meanwhile
+        return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _descendants(pid: int) -> list[int]:
+    children = []
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+        with contextlib.suppress(OSError):
+            children += [int(child) for child in task.read_text().split()]
+    return [grandchild for child in children for grandchild in (child, *_descendants(child))]
+
+
+def redis_answers(url: str) -> bool:
+    """Whether a Redis server answers at `url` (the figure with workers needs one)."""
+    try:
+        with redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2) as client:
+            return bool(client.ping())
+    except redis.RedisError:
+        return False
 
 
 def memory_kib(pid: int) -> dict[str, int]:

@@ -78,9 +78,12 @@ def _wait_ready(root: str, deadline: float) -> None:
 
 
 @contextmanager
-def running_server(data_dir: Path, **settings: str) -> Iterator[Server]:
+def running_server(
+    data_dir: Path, *, workers: int = 1, redis_url: str | None = None, **settings: str
+) -> Iterator[Server]:
     """A first start on an empty SQLite database, as in the README, with `settings` as
-    VOICE_SERVICE_* variables (e.g. header_timeout_seconds="1")."""
+    VOICE_SERVICE_* variables (e.g. header_timeout_seconds="1"); `workers` > 1 processes
+    need the `redis_url` they share."""
     env = {
         **os.environ,
         "VOICE_SERVICE_DATA_DIR": str(data_dir),
@@ -89,12 +92,14 @@ def running_server(data_dir: Path, **settings: str) -> Iterator[Server]:
         **{f"VOICE_SERVICE_{name.upper()}": value for name, value in settings.items()},
     }
     env.pop("VOICE_SERVICE_REDIS_URL", None)
+    if redis_url is not None:
+        env["VOICE_SERVICE_REDIS_URL"] = redis_url
     env.pop("VOICE_SERVICE_KEY_PEPPER", None)
     port = free_port()
     log = data_dir / "serve.log"
     with log.open("w") as stderr:
         process = subprocess.Popen(  # noqa: S603
-            [*CLI, "serve", "--port", str(port), "--json"],
+            [*CLI, "serve", "--port", str(port), "--workers", str(workers), "--json"],
             env=env,
             stdout=subprocess.PIPE,
             stderr=stderr,

@@ -28,6 +28,7 @@ from voice_service.db import hold_startup_lock, run_in_transaction
 from voice_service.engines.registry import CLONE_BASE_VOICE
 from voice_service.ids import catalogue_voice_id
 from voice_service.logs import log_config
+from voice_service.metrics.multiprocess import share_between_workers
 from voice_service.requestlog.repository import recent_requests
 from voice_service.settings import Settings
 from voice_service.tenancy import service as tenancy
@@ -144,6 +145,8 @@ def serve(
     # uvicorn drains on SIGTERM, then raises the signal again with the handler it found
     # installed: with this one, a node that drained exits 0 rather than "killed by SIGTERM".
     signal.signal(signal.SIGTERM, _exit_drained)
+    # Before uvicorn spawns the workers: they inherit where to keep their metrics.
+    share_between_workers(settings.data_dir, workers)
     uvicorn.run(
         "voice_service.app:create_app",
         factory=True,

@@ -66,7 +66,9 @@ async def claim(session: AsyncSession, key: str, value: str) -> str:
 
     Concurrent claims serialize on the key's primary key: one inserts, the others wait for
     its transaction and then see its value."""
-    await session.execute(insert_if_absent(session, ServiceMeta).values(key=key, value=value))
+    await session.execute(
+        insert_if_absent(session.get_bind().dialect, ServiceMeta).values(key=key, value=value)
+    )
     stored = await recorded(session, key)
     assert stored is not None
     return stored

@@ -8,13 +8,16 @@ from pathlib import Path
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from voice_service.auth.keys import SecretHasher
+from voice_service.auth.principal import Principal
 from voice_service.cloning.samples import SampleStore
 from voice_service.engines.deadline import InferenceBudget
 from voice_service.engines.registry import Engines
+from voice_service.metrics.registry import Metrics
 from voice_service.pool import InferencePool
 from voice_service.ratelimit import RateLimiter
 from voice_service.requestlog.writer import RequestLogWriter
 from voice_service.settings import Settings
+from voice_service.tenancy.cache import FreshCache, TenancyWatcher
 from voice_service.voices.listing import VoiceListing
 from voice_service.workdir import ProcessDir
 
@@ -29,6 +32,10 @@ class AppContext:
     pool: InferencePool
     samples: SampleStore
     request_log: RequestLogWriter
+    metrics: Metrics
+    tenancy: TenancyWatcher
+    principals: FreshCache[str, Principal]  # by the key secret's hash
+    clone_listings: FreshCache[str, bytes]  # GET /voices bodies by organization id
     # Set by the lifespan once models are loaded and the catalogue synced.
     engines: Engines | None = None
     voice_listing: VoiceListing | None = None

@@ -17,7 +17,8 @@ from voice_service.errors import AccountSuspended, InvalidApiKey, ServiceDisable
 _bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer vs_...`")
 
 
-def get_context(request: Request) -> AppContext:
+async def get_context(request: Request) -> AppContext:
+    # async: FastAPI runs a plain `def` dependency in a worker thread, on every request.
     context: AppContext = request.app.state.context
     return context
 
@@ -32,8 +33,13 @@ async def authenticate(
 ) -> Principal:
     if credentials is None or not looks_like_secret(credentials.credentials):
         raise InvalidApiKey()
-    async with context.sessions() as session:
-        principal = await find_principal(session, context.hasher.hash(credentials.credentials))
+    secret_hash = context.hasher.hash(credentials.credentials)
+
+    async def load() -> Principal | None:
+        async with context.sessions() as session:
+            return await find_principal(session, secret_hash)
+
+    principal = await context.principals.get(secret_hash, load)
     if principal is None:
         raise InvalidApiKey()
     await admit(request, context, principal)

@@ -105,6 +105,18 @@ class ProviderError(ApiError):
     default_message = "The voice engine failed; the request is safe to retry."
 
 
+class NodeBusy(ProviderError):
+    # Refused before any work: every inference worker is busy and the request's queue is
+    # full. Another node, or this one a little later, can serve it.
+    default_message = (
+        "This node is busy: every inference worker is taken and its queue is full. "
+        "The request is safe to retry; Retry-After says when."
+    )
+
+    def __init__(self, retry_after_seconds: int) -> None:
+        super().__init__(headers={"Retry-After": str(retry_after_seconds)})
+
+
 class ClientClosedRequest(ApiError):
     # Never sent: the client is gone. It names the request-log row of a request abandoned
     # before its answer; 499 and the name are nginx's, which operators already know.

@@ -31,7 +31,8 @@ async def healthz() -> dict[str, str]:
 @router.get("/readyz")
 async def readyz(context: Context) -> JSONResponse:
     """Ready when the engines are loaded and the database answers. A Redis outage leaves
-    the node ready (rate limits fall back to per-process windows) with a warning."""
+    the node ready (rate limits fall back to per-process windows) with a warning. The
+    inference queues (waiting and running, per capability) inform, never decide."""
     database, _ = await asyncio.gather(
         _within(CHECK_SECONDS, _database_answers(context)),
         _within(CHECK_SECONDS, context.limiter.check()),  # notices a Redis outage
@@ -42,7 +43,12 @@ async def readyz(context: Context) -> JSONResponse:
         warnings.append("Request-log rows are spooled on this node until the database returns.")
     ready = all(checks.values())
     return JSONResponse(
-        {"status": "ready" if ready else "not ready", "checks": checks, "warnings": warnings},
+        {
+            "status": "ready" if ready else "not ready",
+            "checks": checks,
+            "warnings": warnings,
+            "queues": context.pool.queues(),
+        },
         status_code=200 if ready else 503,
     )
 

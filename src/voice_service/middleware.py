@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from sqlalchemy.exc import InterfaceError, OperationalError
@@ -24,16 +23,15 @@ from voice_service.errors import (
     envelope_bytes,
 )
 from voice_service.ids import new_id
-from voice_service.logs import log_request
 from voice_service.requestlog.record import RequestRecord
 from voice_service.requestlog.repository import LogEntry
+from voice_service.requestlog.writer import RequestLogWriter
 
 logger = logging.getLogger(__name__)
 
 # What an unreachable or silent database or Redis raises (sockets, timeouts, the pool).
 OUTAGES = (OSError, TimeoutError, OperationalError, InterfaceError, PoolTimeout)
 
-LogWriter = Callable[[LogEntry], Awaitable[None]]
 # Set in a request's scope state by the server protocol (voice_service.server) when the
 # bytes after the headers are not valid HTTP framing (a bad chunk size): the request is
 # the app's, so the app answers it, with its own id and log row.
@@ -41,13 +39,13 @@ MALFORMED_BODY = "malformed_body"
 
 
 async def record_request(
-    write_log: LogWriter, entry: LogEntry, key_prefix: str | None = None
+    request_log: RequestLogWriter, entry: LogEntry, key_prefix: str | None = None
 ) -> None:
-    """Log the request's one line and make its row durable (in the database, or the
-    spool while the database cannot take it); a row that fits neither costs only itself."""
-    log_request(entry, key_prefix)
+    """Log the request's one line, count it, and make its row durable (in the database, or
+    the spool while the database cannot take it); a row that fits neither costs only itself."""
+    request_log.announce(entry, key_prefix)
     try:
-        await write_log(entry)
+        await request_log.write(entry)
     except Exception:
         # The caller still gets its answer; the operator gets the failure in the logs.
         logger.exception("could not write request log row %s", entry.request_id)
@@ -67,9 +65,9 @@ class RequestContextMiddleware:
     envelope, and writes the request-log row before the response starts, so a client that
     has its answer can already find the row."""
 
-    def __init__(self, app: ASGIApp, write_log: LogWriter) -> None:
+    def __init__(self, app: ASGIApp, request_log: RequestLogWriter) -> None:
         self.app = app
-        self.write_log = write_log
+        self.request_log = request_log
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -118,7 +116,7 @@ class RequestContextMiddleware:
             return
         principal = state.get("principal")
         entry = record.entry(status, principal, state.get("error_code"))
-        await record_request(self.write_log, entry, principal.key_prefix if principal else None)
+        await record_request(self.request_log, entry, principal.key_prefix if principal else None)
 
 
 class HeadAsGetMiddleware:

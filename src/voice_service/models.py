@@ -157,6 +157,16 @@ class ServiceMeta(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
+class TenancyVersion(Base):
+    """One row: a counter that every change to what nodes cache (keys, tenants' status and
+    services, clones) moves on in its own transaction (see `tenancy/cache.py`)."""
+
+    __tablename__ = "tenancy_version"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    version: Mapped[int] = mapped_column(BigInteger)
+
+
 class User(Base):
     """A person who signs in to the console; sees every organization of their account."""
 

@@ -13,12 +13,11 @@ import contextlib
 import logging
 import math
 import time
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from limits import RateLimitItemPerSecond
-from limits.aio.storage import RedisStorage as AsyncRedisStorage
-from limits.aio.strategies import MovingWindowRateLimiter
-from limits.storage import storage_from_string
+from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
@@ -47,6 +46,67 @@ class Quota:
         }
 
 
+class LocalWindows:
+    """Exact moving windows in this process's memory: per key, the times of the hits in
+    the last window, oldest first. (limits' async memory storage spawned a task and a
+    thread hop per hit for its expiry, a tenth of a cached request's cost.)"""
+
+    def __init__(self, window_seconds: int, clock: Callable[[], float] = time.time) -> None:
+        self._window = window_seconds
+        self._clock = clock
+        self._hits: dict[str, deque[float]] = {}
+        self._next_sweep = clock() + window_seconds
+
+    def hit(self, key_id: str, limit: int) -> tuple[bool, Quota]:
+        now = self._clock()
+        self._sweep_idle_keys(now)
+        hits = self._hits.setdefault(key_id, deque())
+        while hits and hits[0] <= now - self._window:
+            hits.popleft()
+        allowed = len(hits) < limit
+        if allowed:
+            hits.append(now)
+        reset_at = (hits[0] if hits else now) + self._window
+        return allowed, Quota(limit=limit, remaining=max(limit - len(hits), 0), reset_at=reset_at)
+
+    def __len__(self) -> int:
+        return len(self._hits)
+
+    def _sweep_idle_keys(self, now: float) -> None:
+        # Once a window: keys with no hit in the last window are forgotten, so memory is
+        # bounded by the keys in use, not by every key ever seen.
+        if now < self._next_sweep:
+            return
+        self._next_sweep = now + self._window
+        cutoff = now - self._window
+        for key_id in [k for k, hits in self._hits.items() if not hits or hits[-1] <= cutoff]:
+            del self._hits[key_id]
+
+
+# One round trip per hit. KEYS[1]: the key's hit times within the window, newest first:
+# those that left the window are popped from the tail first (each once, so O(1) a hit
+# amortized). A hit counts if fewer than `limit` remain; returns {counted (1 or 0), hits
+# within the window, the oldest of them}.
+_HIT_SCRIPT = """
+local now, limit, window = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+while true do
+    local last = redis.call('lindex', KEYS[1], -1)
+    if not last or tonumber(last) > now - window then
+        break
+    end
+    redis.call('rpop', KEYS[1])
+end
+local within = redis.call('llen', KEYS[1])
+local counted = 0
+if within < limit then
+    redis.call('lpush', KEYS[1], ARGV[1])
+    redis.call('expire', KEYS[1], window)
+    within, counted = within + 1, 1
+end
+return {counted, within, redis.call('lindex', KEYS[1], -1) or ARGV[1]}
+"""
+
+
 class RateLimiter:
     def __init__(
         self,
@@ -60,20 +120,19 @@ class RateLimiter:
         processes share a key's limit while Redis is unreachable."""
         self._window_seconds = window_seconds
         self._processes = processes
-        self._local = MovingWindowRateLimiter(storage_from_string("async+memory://"))
-        self._shared: MovingWindowRateLimiter | None = None
+        self._local = LocalWindows(window_seconds)
+        self._redis: Redis | None = None
         if redis_url:
             # No retries: a Redis that does not answer within the timeout is treated as
             # down at once (redis-py's default backoff had requests wait 5 s for a 500).
-            self._redis: AsyncRedisStorage = storage_from_string(  # type: ignore[assignment]
-                f"async+{redis_url}",
-                implementation="redispy",
+            self._redis = Redis.from_url(
+                redis_url,
                 socket_timeout=timeout,
                 socket_connect_timeout=timeout,
-                retry=Retry(NoBackoff(), 0),  # type: ignore[arg-type]
+                retry=Retry(NoBackoff(), 0),
             )
-            self._shared = MovingWindowRateLimiter(self._redis)
-        # A backstop over the socket timeouts: one hit is two commands.
+            self._hit_script = self._redis.register_script(_HIT_SCRIPT)
+        # A backstop over the socket timeouts: a hit is a connect and one command.
         self._deadline = 2 * timeout + 1
         self._probe: asyncio.Task[None] | None = None
 
@@ -85,15 +144,15 @@ class RateLimiter:
     async def hit(self, key_id: str, per_window: int) -> Quota:
         """Count one request for `key_id`, or raise RateLimited if the window is full."""
         counted = None
-        if self._shared is not None and not self.degraded:
+        if self._redis is not None and not self.degraded:
             try:
                 async with asyncio.timeout(self._deadline):
-                    counted = await self._count(self._shared, key_id, per_window)
+                    counted = await self._shared_hit(key_id, per_window)
             except Exception as exc:  # any failure of Redis or its client: go local
                 self._degrade(exc)
         if counted is None:
-            share = per_window if self._shared is None else max(1, per_window // self._processes)
-            counted = await self._count(self._local, key_id, share)
+            share = per_window if self._redis is None else max(1, per_window // self._processes)
+            counted = self._local.hit(key_id, share)
         allowed, quota = counted
         if not allowed:
             retry_after = max(1, math.ceil(quota.reset_at - time.time()))
@@ -104,23 +163,26 @@ class RateLimiter:
             )
         return quota
 
-    async def _count(
-        self, strategy: MovingWindowRateLimiter, key_id: str, limit: int
-    ) -> tuple[bool, Quota]:
-        item = RateLimitItemPerSecond(limit, self._window_seconds)
-        allowed = await strategy.hit(item, "api-key", key_id)
-        reset_at, remaining = await strategy.get_window_stats(item, "api-key", key_id)
-        return allowed, Quota(limit=limit, remaining=max(remaining, 0), reset_at=reset_at)
+    async def _shared_hit(self, key_id: str, limit: int) -> tuple[bool, Quota]:
+        now = time.time()
+        counted, within, oldest = await self._hit_script(
+            keys=[f"voice-service:rate:{key_id}"], args=[repr(now), limit, self._window_seconds]
+        )
+        reset_at = float(oldest) + self._window_seconds
+        return bool(counted), Quota(
+            limit=limit, remaining=max(limit - within, 0), reset_at=reset_at
+        )
 
     async def check(self) -> None:
         """Ping Redis (if it is in use) so that an outage is noticed without traffic."""
-        if self._shared is not None and not self.degraded and not await self._ping():
+        if self._redis is not None and not self.degraded and not await self._ping():
             self._degrade(None)
 
     async def _ping(self) -> bool:
+        assert self._redis is not None
         with contextlib.suppress(Exception):
             async with asyncio.timeout(self._deadline):
-                return bool(await self._redis.check())
+                return bool(await self._redis.ping())
         return False
 
     def _degrade(self, cause: Exception | None) -> None:
@@ -142,3 +204,5 @@ class RateLimiter:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._probe
             self._probe = None
+        if self._redis is not None:
+            await self._redis.aclose()

@@ -33,7 +33,8 @@ _DESCRIPTIONS = {
     415: "UNSUPPORTED_MEDIA_TYPE: not mp3, wav, m4a, webm or ogg.",
     429: "RATE_LIMITED: per-key rate limit exceeded; see Retry-After.",
     500: "INTERNAL_ERROR: failure on the service's side.",
-    502: "PROVIDER_ERROR: the voice engine failed; safe to retry.",
+    502: "PROVIDER_ERROR: the voice engine failed, or the node is busy (then with "
+    "Retry-After); safe to retry.",
 }
 # Every authenticated route can answer these, whatever it does.
 COMMON_ERRORS = (401, 403, 408, 413, 429, 500)

@@ -32,13 +32,10 @@ from voice_service.errors import (
     envelope_bytes,
 )
 from voice_service.ids import new_id
-from voice_service.middleware import (
-    MALFORMED_BODY,
-    LogWriter,
-    record_request,
-)
+from voice_service.middleware import MALFORMED_BODY, record_request
 from voice_service.requestlog.record import MAX_LOGGED_PATH
 from voice_service.requestlog.repository import LogEntry
+from voice_service.requestlog.writer import RequestLogWriter
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +50,7 @@ class ConnectionPolicy:
 
     header_timeout: float
     max_connections: int  # per node; shared evenly among the worker processes
-    write_log: LogWriter
+    request_log: RequestLogWriter
     _refused: int = field(default=0, init=False)
     _last_warning: float = field(default=-math.inf, init=False)
 
@@ -237,7 +234,7 @@ class HttpProtocol(HttpToolsProtocol):
         task.add_done_callback(self.tasks.discard)
 
     async def _log_then_answer(self, entry: LogEntry, response: bytes) -> None:
-        await record_request(self._policy.write_log, entry)
+        await record_request(self._policy.request_log, entry)
         self._pending_answer = response
         self._flush_answer()
 

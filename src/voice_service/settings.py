@@ -25,6 +25,10 @@ def _tts_engines(value: str) -> str:
     return ",".join(dict.fromkeys(names))
 
 
+def _empty_as_none(value: str | None) -> str | None:
+    return value or None  # an empty variable means the default, as unset
+
+
 def _sample_store_url(value: str | None) -> str | None:
     if not value:
         return None  # an empty variable means the default, as unset
@@ -142,6 +146,23 @@ class Settings(BaseSettings):
         "in flight this long to finish (then closes them), flushes the request log, and "
         "exits 0.",
     )
+    metrics_token: Annotated[str | None, AfterValidator(_empty_as_none)] = Field(
+        None,
+        description="Bearer token GET /metrics requires (401 without it). Unset: /metrics "
+        "is open, like /readyz; keep it off the public network then.",
+    )
+    metrics_org_labels: bool = Field(
+        False,
+        description="Add an org label to voice_service_requests_total and "
+        "voice_service_usage_units_total: a time series per organization, so off by default.",
+    )
+    max_queued_per_capability: int | None = Field(
+        None,
+        ge=0,
+        description="Requests of one capability (text-to-speech, speech-to-text, cloning) "
+        "that may wait for a busy inference pool; one more is refused at once with 502 "
+        "and Retry-After (default: 2 x POOL_SIZE).",
+    )
 
     workers: int = Field(
         1, ge=1, description="Processes `serve` starts on this node (its --workers overrides it)."
@@ -183,6 +204,15 @@ class Settings(BaseSettings):
     @property
     def key_rate_limit_ceiling(self) -> int:
         return self.max_key_rate_limit or self.default_rate_limit
+
+    @property
+    def queue_bound(self) -> int:
+        # Twice the slots: when every slot frees at once, each has its next job waiting,
+        # and a request that queues starts within about two jobs' time. A longer queue
+        # adds waiting, not throughput; the client does better retrying (later, elsewhere).
+        if self.max_queued_per_capability is None:
+            return 2 * self.pool_size
+        return self.max_queued_per_capability
 
     @property
     def db_connections_per_process(self) -> int:

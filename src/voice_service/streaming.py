@@ -113,7 +113,7 @@ class MeteredStream(Response):
         state["error_code"] = outcome.code
         entry = record.entry(outcome.status, self.billing.principal, outcome.code, sent.bytes)
         key_prefix = self.billing.principal.key_prefix
-        await record_request(self.billing.context.request_log.write, entry, key_prefix)
+        await record_request(self.billing.context.request_log, entry, key_prefix)
         # Returning without the final empty chunk makes the server close the connection, so
         # the client sees a cut-off body rather than a complete, shorter one.
 

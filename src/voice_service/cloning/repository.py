@@ -9,6 +9,7 @@ from sqlalchemy import delete, func, null, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from voice_service.models import Organization, Voice, VoiceSample, utcnow
+from voice_service.tenancy.cache import record_change
 from voice_service.voices.repository import CLONED
 
 
@@ -61,10 +62,16 @@ async def delete_clone(session: AsyncSession, org_id: str, voice_id: str) -> boo
     )
     if not result.rowcount:  # type: ignore[attr-defined]
         return False
+    await record_change(session)
     await session.execute(
         delete(VoiceSample).where(VoiceSample.voice_id == voice_id, VoiceSample.org_id == org_id)
     )
     return True
+
+
+async def add_clone(session: AsyncSession, voice: Voice) -> None:
+    session.add(voice)
+    await record_change(session)  # the organization's listing gains it
 
 
 def add_sample(session: AsyncSession, org_id: str, voice_id: str, content: bytes) -> None:

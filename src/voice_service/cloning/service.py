@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from voice_service.admission import Capability, Job
 from voice_service.audio.decode import decode_audio
 from voice_service.audio.formats import identify_audio
 from voice_service.auth.principal import Principal
@@ -18,6 +19,7 @@ from voice_service.cloning.schemas import CONSENT_TEXT, MAX_DESCRIPTION_LENGTH, 
 from voice_service.context import AppContext
 from voice_service.db import transaction
 from voice_service.engines.protocols import EngineError, Pcm, UnusableSample, VoiceCloner
+from voice_service.engines.registry import CLONER
 from voice_service.errors import InvalidRequest, ProviderError, VoiceNotFound
 from voice_service.ids import new_id
 from voice_service.models import Voice, utcnow
@@ -115,7 +117,7 @@ async def clone_voice(
             consent_key_id=principal.key_id,
             sample_sha256=analysed.sha256,
         )
-        session.add(voice)
+        await repository.add_clone(session, voice)
         await save_sample(session)
     return voice
 
@@ -132,7 +134,9 @@ async def _analyse(
 ) -> AnalysedSample:
     try:
         with audio_errors_as_api_errors("sample"):
-            return await context.pool.run(_analyse_file, cloner, sample)
+            return await context.pool.run(
+                Job(Capability.CLONING, CLONER), _analyse_file, cloner, sample
+            )
     except UnusableSample as exc:
         raise InvalidRequest(f"file: no usable speech in the sample: {exc}.") from None
     except EngineError as exc:

@@ -42,7 +42,7 @@ CONSENT = (
 CLONING = "cloning"
 
 
-def get_previews(request: Request) -> Previews:
+async def get_previews(request: Request) -> Previews:
     previews: Previews = request.app.state.console_previews
     return previews
 

@@ -28,6 +28,9 @@ from voice_service.settings import Settings
 
 # Clones speak through this neural voice, converted toward each sample's profile.
 CLONE_BASE_VOICE = "piper:en_US-joe-medium"
+# Engine names beside the TTS engines' (operators see them in the metrics).
+TRANSCRIBER = "whisper"
+CLONER = "world"
 
 TTS_ENGINES: dict[str, Callable[[Settings], TextToSpeech]] = {
     "piper": lambda settings: PiperEngine(settings.piper_voices_dir),
@@ -70,6 +73,11 @@ class Engines:
         first_chars = FIRST_CHUNK_CHARS if quick_start else None
         for chunk in split_text(text, first_chars=first_chars):
             yield speak_chunk(chunk)
+
+    @staticmethod
+    def speaker_name(voice_key: str, profile: Mapping[str, Any] | None) -> str:
+        """The engine that speaks for `voice_key` (as `chunk_speaker` picks it)."""
+        return CLONER if profile is not None else voice_key.split(":", 1)[0]
 
     def chunk_speaker(
         self, voice_key: str, profile: Mapping[str, Any] | None

@@ -22,11 +22,14 @@ from collections.abc import Sequence
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from voice_service.db import transaction
+from voice_service.db import SqliteWriteThread, transaction
+from voice_service.logs import log_request
+from voice_service.metrics.registry import Metrics
 from voice_service.requestlog.repository import (
     LAST_USED_RESOLUTION,
     LogEntry,
     insert_entries,
+    insert_entries_blocking,
 )
 from voice_service.requestlog.spool import LogSpool
 from voice_service.waiting import wait_at_most
@@ -42,9 +45,18 @@ _Pending = tuple[LogEntry, "asyncio.Future[None]"]
 
 
 class RequestLogWriter:
-    def __init__(self, sessions: async_sessionmaker[AsyncSession], timeout: float | None) -> None:
-        """`timeout`: how long a batch waits for the database before it is spooled."""
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        timeout: float | None,
+        metrics: Metrics,
+        sqlite: SqliteWriteThread | None = None,
+    ) -> None:
+        """`timeout`: how long a batch waits for the database before it is spooled;
+        `sqlite`: the thread that writes batches to an SQLite database, if that is it."""
         self._sessions = sessions
+        self._sqlite = sqlite
+        self._metrics = metrics
         self._timeout = timeout
         self._queue: asyncio.Queue[_Pending] | None = None
         self._task: asyncio.Task[None] | None = None
@@ -73,6 +85,12 @@ class RequestLogWriter:
         if self._queue is not None and not self._queue.empty():
             await self._commit(self._drain(self._queue, []))
         self._queue = self._task = self._replayer = None
+
+    def announce(self, entry: LogEntry, key_prefix: str | None) -> None:
+        """The request's line in the process log and its count in the metrics: once per
+        row, whoever writes it (`write`, or a billed success in its own transaction)."""
+        log_request(entry, key_prefix)
+        self._metrics.count_request(entry)
 
     async def write(self, entry: LogEntry) -> None:
         """Return once `entry` is durable (in the database or the spool); else raise."""
@@ -138,8 +156,12 @@ class RequestLogWriter:
         return True
 
     async def _insert(self, entries: Sequence[LogEntry]) -> None:
+        used_keys = self.keys_to_refresh(entries)
+        if self._sqlite is not None:
+            await self._sqlite.run(lambda c: insert_entries_blocking(c, entries, used_keys))
+            return
         async with transaction(self._sessions) as session:
-            await insert_entries(session, entries, self.keys_to_refresh(entries))
+            await insert_entries(session, entries, used_keys)
 
     async def _to_spool(self, entries: list[LogEntry]) -> None:
         if self._spool is None:

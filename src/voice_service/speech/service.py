@@ -7,11 +7,13 @@ text, the encoder turns each into bytes, and the caller either sends them as the
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import AsyncGenerator, Iterator, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
 from contextlib import aclosing
 from typing import Any
 
+from voice_service.admission import Capability, Job
 from voice_service.audio.encode import AudioEncoder, AudioFormat
 from voice_service.auth.principal import Principal
 from voice_service.context import AppContext
@@ -69,6 +71,7 @@ async def speech_chunks(
     whole file at the end when not `streaming`). Engine failures are API errors here."""
     assert context.engines is not None
     made = context.pool.stream(
+        Job(Capability.TEXT_TO_SPEECH, Engines.speaker_name(voice.engine_voice, voice.profile)),
         _encoded_chunks,
         context.engines,
         voice.engine_voice,
@@ -77,6 +80,7 @@ async def speech_chunks(
         AudioEncoder(fmt, streaming=streaming, bitrate=context.settings.mp3_bitrate, speed=speed),
         context.inference_budget,
         request_id,
+        functools.partial(context.metrics.count_audio, Capability.TEXT_TO_SPEECH),
     )
     try:
         async with aclosing(made) as chunks:
@@ -98,6 +102,7 @@ def _encoded_chunks(
     encoder: AudioEncoder,
     budget: InferenceBudget,
     request_id: str,
+    count_audio: Callable[[float], None],
 ) -> Iterator[bytes]:
     deadline = budget.start()
     spoken = 0.0
@@ -107,6 +112,7 @@ def _encoded_chunks(
     for index, pcm in enumerate(pieces, start=1):
         logger.debug("%s spoke chunk %d", request_id, index)
         spoken += pcm.duration_seconds
+        count_audio(pcm.duration_seconds)
         # Checked after each chunk, so a stream whose client reads too slowly stops too.
         deadline.check(spoken)
         data = encoder.add(pcm)

@@ -13,6 +13,7 @@ from voice_service.auth.keys import SecretHasher, generate_secret
 from voice_service.ids import new_id
 from voice_service.models import Account, ApiKey, Organization, utcnow
 from voice_service.settings import SERVICES
+from voice_service.tenancy.cache import record_change
 
 TenantKind = Literal["account", "org"]
 ACTIVE, SUSPENDED = "active", "suspended"
@@ -64,6 +65,7 @@ async def _tenant(session: AsyncSession, kind: TenantKind, id_: str) -> Account 
 async def set_status(session: AsyncSession, kind: TenantKind, id_: str, status: str) -> None:
     tenant = await _tenant(session, kind, id_)
     tenant.status = status
+    await record_change(session)
 
 
 async def set_service_enabled(
@@ -78,6 +80,7 @@ async def set_service_enabled(
     else:
         disabled.add(service)
     tenant.disabled_services = sorted(disabled)  # reassigned: JSON columns track assignment
+    await record_change(session)
     return tenant.disabled_services
 
 
@@ -123,6 +126,7 @@ async def revoke_key(session: AsyncSession, key_id: str) -> ApiKey:
         raise UnknownId("API key", key_id)
     if key.revoked_at is None:
         key.revoked_at = utcnow()
+        await record_change(session)
     return key
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
+from voice_service.admission import Capability, Job
 from voice_service.audio.decode import decode_audio
 from voice_service.audio.formats import identify_audio
 from voice_service.auth.principal import Principal
@@ -27,6 +28,7 @@ from voice_service.engines.protocols import (
     SpeechToText,
     TranscribeOptions,
 )
+from voice_service.engines.registry import TRANSCRIBER
 from voice_service.errors import InvalidRequest, ProviderError
 from voice_service.requestlog.record import RequestRecord
 from voice_service.uploads import audio_errors_as_api_errors
@@ -102,6 +104,7 @@ async def transcript_parts(
     bills `billed_seconds`). Audio and engine failures are API errors here."""
     assert context.engines is not None
     made = context.pool.stream(
+        Job(Capability.SPEECH_TO_TEXT, TRANSCRIBER),
         _transcript_parts,
         context.engines.transcriber,
         path,
@@ -109,11 +112,15 @@ async def transcript_parts(
         context.settings.max_audio_seconds,
         context.inference_budget,
     )
+    seconds = 0.0
     try:
         with audio_errors_as_api_errors("audio"):
             async with aclosing(made) as parts:
                 async for part in parts:
+                    if isinstance(part, AudioInfo):
+                        seconds = float(part.duration_seconds)
                     yield part
+        context.metrics.count_audio(Capability.SPEECH_TO_TEXT, seconds)  # all transcribed
     except EngineError as exc:
         logger.error("transcription failed for %s: %r", record.request_id, exc)
         raise ProviderError() from exc

@@ -16,7 +16,6 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from voice_service.auth.principal import Principal
 from voice_service.context import AppContext
 from voice_service.db import transaction
-from voice_service.logs import log_request
 from voice_service.requestlog.record import RequestRecord
 from voice_service.requestlog.repository import insert_entries
 from voice_service.usage.repository import record_usage
@@ -40,7 +39,8 @@ async def billed_success(
         entry = record.entry(status, principal, None, bytes_sent)
         await insert_entries(session, [entry], context.request_log.keys_to_refresh([entry]))
     record.written = True
-    log_request(entry, principal.key_prefix)
+    context.request_log.announce(entry, principal.key_prefix)
+    context.metrics.count_usage(endpoint, units, principal.org_id)
 
 
 async def bill_success(

@@ -17,7 +17,12 @@ router = APIRouter(tags=["voices"])
     responses=error_responses(),
 )
 async def list_voices(context: Context, principal: Authenticated) -> Response:
-    async with context.sessions() as session:
-        clones = await list_clones(session, principal.org_id)
-    assert context.voice_listing is not None
-    return Response(context.voice_listing.render(clones), media_type="application/json")
+    listing = context.voice_listing
+    assert listing is not None
+
+    async def load() -> bytes:
+        async with context.sessions() as session:
+            return listing.render(await list_clones(session, principal.org_id))
+
+    body = await context.clone_listings.get(principal.org_id, load)
+    return Response(body, media_type="application/json")

@@ -1,0 +1,54 @@
+"""Admission to the inference pool: what each job is, and how long each capability's queue
+may grow before a request is better off retried (here later, or on another node).
+
+Every capability shares the pool's slots; the bound is per capability, so a burst of one
+kind (long transcriptions) cannot fill the queue that speech requests wait in.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import StrEnum
+
+# Weight of the newest job in the running mean: about the last ten jobs count, so the
+# estimate follows a change of load (short texts, then long files) within a few jobs.
+EWMA_WEIGHT = 0.2
+
+
+class Capability(StrEnum):
+    TEXT_TO_SPEECH = "text-to-speech"
+    SPEECH_TO_TEXT = "speech-to-text"  # transcription and translation, both APIs
+    CLONING = "cloning"  # analysing a clone's sample (a clone's speech is text-to-speech)
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """What a pool call does: the capability it queues under and the engine that runs it."""
+
+    capability: Capability
+    engine: str
+
+
+@dataclass(slots=True)
+class CapabilityQueue:
+    """One capability's requests: waiting for a slot, holding one, and how long a slot
+    stays held (a running mean)."""
+
+    waiting: int = 0
+    running: int = 0
+    mean_seconds: float | None = None  # None until a job of this capability has finished
+
+    def finished(self, held_seconds: float) -> None:
+        if self.mean_seconds is None:
+            self.mean_seconds = held_seconds
+        else:
+            self.mean_seconds += EWMA_WEIGHT * (held_seconds - self.mean_seconds)
+
+    def retry_after(self, slots: int) -> int:
+        """Whole seconds until this queue, and this request, would have had a slot: the
+        waiting requests and this one, each holding a slot for the mean, `slots` at a time.
+        At least 1; 1 before any job has been measured."""
+        if self.mean_seconds is None:
+            return 1
+        return max(1, math.ceil((self.waiting + 1) * self.mean_seconds / slots))
