@@ -161,7 +161,7 @@ class Settings(BaseSettings):
         ge=0,
         description="Requests of one capability (text-to-speech, speech-to-text, cloning) "
         "that may wait for a busy inference pool; one more is refused at once with 502 "
-        "and Retry-After (default: 2 x POOL_SIZE).",
+        "and Retry-After (default: 8 x POOL_SIZE).",
     )
 
     workers: int = Field(
@@ -207,11 +207,12 @@ class Settings(BaseSettings):
 
     @property
     def queue_bound(self) -> int:
-        # Twice the slots: when every slot frees at once, each has its next job waiting,
-        # and a request that queues starts within about two jobs' time. A longer queue
-        # adds waiting, not throughput; the client does better retrying (later, elsewhere).
+        # Eight jobs a slot: a burst (a client sending eight requests at once to a 2-core
+        # node) queues, and at a second or so a job waits seconds, not minutes; a flood is
+        # refused long before the queue timeout, and its clients do better retrying
+        # (later, or on another node) than waiting in a queue that adds no throughput.
         if self.max_queued_per_capability is None:
-            return 2 * self.pool_size
+            return 8 * self.pool_size
         return self.max_queued_per_capability
 
     @property
