@@ -115,12 +115,14 @@ class RateLimiter:
         timeout: float = 2.0,
         processes: int = 1,
         window_seconds: int = 60,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         """`timeout` bounds each Redis connect and command; `processes` is how many
         processes share a key's limit while Redis is unreachable."""
         self._window_seconds = window_seconds
         self._processes = processes
-        self._local = LocalWindows(window_seconds)
+        self._clock = clock
+        self._local = LocalWindows(window_seconds, clock)
         self._redis: Redis | None = None
         if redis_url:
             # No retries: a Redis that does not answer within the timeout is treated as
@@ -155,7 +157,7 @@ class RateLimiter:
             counted = self._local.hit(key_id, share)
         allowed, quota = counted
         if not allowed:
-            retry_after = max(1, math.ceil(quota.reset_at - time.time()))
+            retry_after = max(1, math.ceil(quota.reset_at - self._clock()))
             raise RateLimited(
                 f"More than {quota.limit} requests in {self._window_seconds} s for this API "
                 f"key; retry in {retry_after} s.",
@@ -164,7 +166,7 @@ class RateLimiter:
         return quota
 
     async def _shared_hit(self, key_id: str, limit: int) -> tuple[bool, Quota]:
-        now = time.time()
+        now = self._clock()
         counted, within, oldest = await self._hit_script(
             keys=[f"voice-service:rate:{key_id}"], args=[repr(now), limit, self._window_seconds]
         )
