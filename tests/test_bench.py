@@ -47,12 +47,33 @@ FIGURES = {
     "tts_rss_growth_mib",
     "clone_average_gain",
     "clone_wer_delta",
+    "clone_dvector_gain",
+    "clone_similarity",
+    "clone_ceiling",
+    "clone_dvector_similarity",
+    "clone_dvector_ceiling",
     "clone_base_wer",
     "clone_wer",
     "clone_conversion_rtf",
     "stream_first_byte_ratio",
     "stream_first_byte_ms",
     "stream_whole_s",
+    # --quick measures what users hear in Spanish alone (Kokoro's path) and one clone.
+    "tts_wer_es",
+    "tts_dnsmos_es",
+    "tts_dnsmos_clone",
+    "cpu_per_audio_s_kokoro",
+    "cpu_per_audio_s_espeak",
+    "cpu_per_audio_s_world",
+    "cpu_per_audio_s_whisper_en",
+    "cpu_per_audio_s_whisper_other",
+    # --quick transcribes two real recordings (English).
+    "stt_wer_real_en",
+    "stt_wer_en",
+    "stt_wer_all",
+    "stt_detection",
+    "stt_wer_vs_defaults_given",
+    "stt_wer_vs_defaults_detected",
     "stream_concurrent_rps",
     "stream_concurrent_first_p50_ms",
     "stream_concurrent_first_max_ms",
@@ -72,6 +93,9 @@ TARGETED = {
     "clone_wer_delta",
     "stream_first_byte_ratio",
     "stream_first_byte_ms",
+    "tts_wer_es",
+    "stt_wer_vs_defaults_given",
+    "stt_wer_vs_defaults_detected",
 }
 
 
@@ -128,5 +152,5 @@ def test_the_run_describes_the_machine_and_prints_the_table(
     machine = result["machine"]
     assert isinstance(machine, dict)
     assert machine["nproc"] >= 1 and machine["cpu_model"]
-    assert "| Figure | Value | Target | Met |" in stdout
+    assert "| Figure | Value | Before | Target | Met |" in stdout
     assert "clone speaker-similarity gain" in stdout

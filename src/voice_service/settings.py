@@ -12,7 +12,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 SERVICES = ("text-to-speech", "speech-to-text", "asr", "cloning")
 # Text-to-speech engines a node can load; each one's name prefixes its voice keys.
-TTS_ENGINES = ("piper", "espeak")
+TTS_ENGINES = ("piper", "kokoro", "espeak")
 
 
 def _tts_engines(value: str) -> str:
@@ -100,15 +100,15 @@ class Settings(BaseSettings):
     tts_engines: Annotated[str, AfterValidator(_tts_engines)] = Field(
         ",".join(TTS_ENGINES),
         description="Text-to-speech engines this node loads, comma-separated, best first: "
-        "piper (neural; clones speak through it), espeak (100+ languages).",
+        "piper (neural English; the default clone base), kokoro (neural Spanish, French, "
+        "Italian, Portuguese; more clone bases), espeak (basic voices in 50+ languages).",
     )
     piper_voices_dir: Path | None = Field(
         None, description="Extra Piper voices (*.onnx + *.onnx.json) to add to the catalogue."
     )
     whisper_model_dir: Path | None = Field(
         None,
-        description="A CTranslate2 Whisper model to use instead of the packaged base model "
-        "(the packaged tiny.en fast path for English is then off).",
+        description="A CTranslate2 Whisper model to use instead of the packaged base model.",
     )
     max_audio_seconds: float = Field(
         1800.0, gt=0, description="Longest decoded audio accepted for transcription."

@@ -18,8 +18,12 @@ from sqlalchemy import select
 from tests import speech_clips as clips
 from tests.api.test_errors import assert_error
 from tests.api.test_text_to_speech import JOE, speak, usage_units
-from tests.conftest import Tenant, Tenants
+from tests.conftest import Tenant, Tenants, running
+from voice_service.app import create_app
+from voice_service.engines.kokoro import SAMPLE_RATE as KOKORO_RATE
+from voice_service.engines.kokoro import clone_base_key
 from voice_service.engines.protocols import Pcm
+from voice_service.engines.registry import Engines, load_cloner
 from voice_service.models import Voice, VoiceSample
 from voice_service.settings import Settings
 from voice_service.tenancy import service as tenancy
@@ -308,3 +312,40 @@ async def test_voice_rows_of_a_clone_stay_scoped(
         )
     )
     assert len(list(rows)) == 1
+
+
+def mp3_rate(data: bytes) -> int:
+    with av.open(io.BytesIO(data), format="mp3") as container:
+        return int(container.streams.audio[0].codec_context.sample_rate)
+
+
+def restarted(engines: Engines, *names: str) -> Engines:
+    """A node started afresh with the TTS engines `names`: its cloner knows no clone."""
+    speakers = {name: engines.speakers[name] for name in names}
+    return Engines(speakers, engines.transcriber, load_cloner(speakers))
+
+
+async def test_the_chosen_base_is_stored_and_speaks_after_a_restart(
+    settings: Settings, engines: Engines, tenants: Tenants, tenant: Tenant, tmp_path: Path
+) -> None:
+    kokoro_base = clone_base_key("jf_nezumi")
+    # A speaker who sounds like that base: it is the nearest, whatever the others are.
+    spoken = engines.speakers["kokoro"].synthesize(kokoro_base, " ".join(clips.ENGLISH_TEXTS[1:3]))
+    sample = clips.write_audio(tmp_path / "sample.wav", spoken, "wav-s16").read_bytes()
+    async with running(create_app(settings, engines)) as client:
+        response = await clone(client, tenant, sample)
+    assert response.status_code == 201, response.text
+    voice_id = response.json()["voice"]["id"]
+    row = await tenants.run(lambda s: s.get(Voice, voice_id))
+    assert row is not None and row.profile is not None
+    assert row.profile["base_voice"] == kokoro_base
+
+    # Kokoro speaks at 24 kHz, Piper at 22.05 kHz, and MP3 keeps the voice's rate.
+    async with running(create_app(settings, restarted(engines, "piper", "kokoro"))) as client:
+        after_restart = await speak(client, tenant, "Hello there.", voice_id)
+    async with running(create_app(settings, restarted(engines, "piper", "espeak"))) as client:
+        without_kokoro = await speak(client, tenant, "Hello there.", voice_id)
+    assert mp3_rate(after_restart.content) == KOKORO_RATE
+    # The operator turned Kokoro off: the clone still speaks, from Piper's joe.
+    assert without_kokoro.status_code == 200
+    assert mp3_rate(without_kokoro.content) == 22050

@@ -26,6 +26,7 @@ pytestmark = pytest.mark.anyio
 
 JOE = catalogue_voice_id("piper:en_US-joe-medium")
 GERMAN = catalogue_voice_id("espeak:de")
+SPANISH = catalogue_voice_id("kokoro:jm_kumo:es")
 
 
 def mp3_facts(data: bytes) -> tuple[int, float, int]:
@@ -61,6 +62,15 @@ async def test_returns_mono_mp3_speech(client: httpx.AsyncClient, tenant: Tenant
     assert channels == 1
     assert 1.5 < seconds < 6
     assert bit_rate >= 64_000
+
+
+async def test_a_kokoro_voice_returns_mp3_speech(client: httpx.AsyncClient, tenant: Tenant) -> None:
+    response = await speak(client, tenant, "Buenos días. ¿Cómo está usted?", SPANISH)
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "audio/mpeg"
+    channels, seconds, _bit_rate = mp3_facts(response.content)
+    assert channels == 1
+    assert 1.0 < seconds < 6
 
 
 async def test_bills_one_unit_per_character(

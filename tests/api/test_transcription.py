@@ -9,12 +9,14 @@ from pathlib import Path
 
 import httpx
 import pytest
+from bench.wer import words as word_list
 from fastapi import FastAPI
 
 from tests import speech_clips as clips
 from tests.api.test_errors import assert_error
 from tests.api.test_text_to_speech import usage_units
 from tests.conftest import Tenant, Tenants
+from voice_service.audio.encode import encode_mp3
 from voice_service.requestlog.repository import recent_requests
 from voice_service.tenancy import service as tenancy
 
@@ -62,7 +64,23 @@ async def test_every_accepted_format_is_transcribed(
     assert body["language"] == "en"
     assert body["request_id"] == response.headers["x-request-id"]
     expected = words(clips.ENGLISH_TEXT)
-    assert len(words(body["text"]) & expected) >= len(expected) - 2, body["text"]
+    # Whisper base writes the clip's "river bank" as one word, and hears "jumped" at 8 kHz.
+    heard = words(body["text"].replace("riverbank", "river bank"))
+    assert len(heard & expected) >= len(expected) - 2, body["text"]
+
+
+@pytest.mark.parametrize("language", ["en", None])
+async def test_the_readme_example_comes_back_word_for_word(
+    client: httpx.AsyncClient, tenant: Tenant, language: str | None
+) -> None:
+    # The README's hello.mp3: Piper's voice, MP3 from the service's encoder. Greedy
+    # decoding heard "Hello from Boy Service." every time.
+    text = "Hello from Voice Service."
+    mp3 = encode_mp3(clips.english_speech(text))
+    response = await transcribe(client, tenant, mp3, language=language)
+    assert response.status_code == 200, response.text
+    assert response.json()["language"] == "en"
+    assert word_list(response.json()["text"]) == word_list(text), response.json()["text"]
 
 
 async def test_language_is_detected_when_omitted(

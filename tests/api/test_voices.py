@@ -61,3 +61,17 @@ async def test_catalogue_ids_are_stable_across_restarts(
     again = await ids_and_times(create_app(settings, engines))
     assert first == again
     assert set(first) == {catalogue_voice_id(v.key) for v in engines.catalogue()}
+
+
+async def test_each_language_lists_its_best_voice_first(
+    client: httpx.AsyncClient, tenant: Tenant, engines: Engines
+) -> None:
+    voices = await list_voices(client, tenant)
+    first: dict[str, str] = {}
+    for voice in voices:
+        first.setdefault(str(voice["language"]).split("-")[0], str(voice["name"]))
+    assert voices[0]["id"] == catalogue_voice_id("piper:en_US-joe-medium")
+    for language in ("es", "fr", "it", "pt"):
+        assert first[language].startswith("Kokoro "), first[language]
+    assert first["de"] == "eSpeak German (basic)"
+    assert all("basic" in str(v["name"]) for v in voices if str(v["name"]).startswith("eSpeak"))

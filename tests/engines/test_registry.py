@@ -21,12 +21,12 @@ def test_the_setting_is_checked_and_deduplicated(tmp_path: Path) -> None:
     chosen = Settings(data_dir=tmp_path, tts_engines=" espeak, piper,espeak ")
     assert chosen.tts_engine_names == ("espeak", "piper")
     for wrong in ("festival", "", " , "):
-        with pytest.raises(ValidationError, match="name one or more of piper, espeak"):
+        with pytest.raises(ValidationError, match="name one or more of piper, kokoro, espeak"):
             Settings(data_dir=tmp_path, tts_engines=wrong)
 
 
 def test_voice_keys_route_by_prefix(engines: Engines) -> None:
-    assert list(engines.speakers) == ["piper", "espeak"]
+    assert list(engines.speakers) == ["piper", "kokoro", "espeak"]
     assert engines.chunk_speaker(CLONE_BASE_VOICE, None)("Hello.").samples.size > 0
     assert engines.chunk_speaker("espeak:de", None)("Hallo.").samples.size > 0
 

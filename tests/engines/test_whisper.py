@@ -4,24 +4,28 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pytest
+from bench.speech_set import SpeechDataMissingError, real_clips
+from bench.wer import word_errors, words
 from tests import speech_clips as sc
 
 from voice_service.audio.decode import decode_audio
 from voice_service.audio.formats import identify_audio
-from voice_service.engines.protocols import EngineError
+from voice_service.engines.protocols import EngineError, TranscribeOptions
+from voice_service.engines.registry import load_whisper
 from voice_service.engines.whisper import (
     BASE_MODEL_BYTES,
     BASE_MODEL_SHA256,
+    SAMPLE_RATE,
+    SLICE_SAMPLES,
     WhisperEngine,
-    english_model_dir,
     prepare_base_model,
 )
+from voice_service.settings import Settings
 
 
 @pytest.fixture(scope="module")
@@ -31,22 +35,14 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def engine(data_dir: Path) -> WhisperEngine:
-    return WhisperEngine(data_dir, english_model=english_model_dir())
+    """As the service builds it."""
+    return load_whisper(Settings(data_dir=data_dir))
 
 
-def words(text: str) -> list[str]:
-    return re.sub(r"[^\w\s]", " ", text.lower()).split()
-
-
-def word_errors(reference: str, hypothesis: str) -> int:
-    """Word-level edit distance."""
-    ref, hyp = words(reference), words(hypothesis)
-    row = list(range(len(hyp) + 1))
-    for i, r in enumerate(ref, 1):
-        previous, row[0] = row[0], i
-        for j, h in enumerate(hyp, 1):
-            previous, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, previous + (r != h))
-    return row[-1]
+def english_errors(text: str, transcript: str) -> int:
+    """Word edits; Whisper base writes the clips' "river bank" as "riverbank", which is no
+    mishearing."""
+    return word_errors(text, transcript.replace("riverbank", "river bank"))[0]
 
 
 def test_base_model_is_joined_once_and_verified(engine: WhisperEngine, data_dir: Path) -> None:
@@ -91,13 +87,13 @@ def test_english_with_a_hint(engine: WhisperEngine) -> None:
     for text in sc.ENGLISH_TEXTS[1:2]:
         result = engine.transcribe(sc.resample_16k(sc.english_speech(text)), "en")
         assert result.language == "en"
-        assert word_errors(text, result.text) <= 1, result.text
+        assert word_errors(text, result.text)[0] <= 1, result.text
 
 
 def test_detects_english(engine: WhisperEngine) -> None:
     result = engine.transcribe(sc.resample_16k(sc.english_speech()), None)
     assert result.language == "en"
-    assert word_errors(sc.ENGLISH_TEXT, result.text) <= 1, result.text
+    assert english_errors(sc.ENGLISH_TEXT, result.text) <= 1, result.text
 
 
 def test_detects_german(engine: WhisperEngine) -> None:
@@ -109,14 +105,14 @@ def test_detects_german(engine: WhisperEngine) -> None:
 def test_spanish_with_a_hint(engine: WhisperEngine) -> None:
     result = engine.transcribe(sc.resample_16k(sc.espeak_speech(sc.SPANISH_TEXT, "es")), "es")
     assert result.language == "es"
-    assert "buenos días" in " ".join(words(result.text))
+    assert "buenos dias" in " ".join(words(result.text))
 
 
 def test_from_an_uploaded_file(engine: WhisperEngine, tmp_path: Path) -> None:
     path = sc.write_audio(tmp_path / "upload", sc.english_speech(), "webm-opus")
     audio = decode_audio(path, max_seconds=60, fmt=identify_audio(path))
     result = engine.transcribe(audio.samples, "en")
-    assert word_errors(sc.ENGLISH_TEXT, result.text) <= 1, result.text
+    assert english_errors(sc.ENGLISH_TEXT, result.text) <= 1, result.text
 
 
 def test_silence_and_empty_audio(engine: WhisperEngine) -> None:
@@ -139,3 +135,46 @@ def test_concurrent_calls(engine: WhisperEngine) -> None:
     assert [r.language for r in results] == ["en", "es", "en", "es"]
     assert results[0].text == results[2].text
     assert results[1].text == results[3].text
+
+
+def test_real_recordings_of_three_speakers(engine: WhisperEngine) -> None:
+    try:
+        clips = real_clips()
+    except SpeechDataMissingError as missing:
+        pytest.fail(str(missing))  # .ci/run installs it: missing data is a broken setup
+    # Short clips of each speaker, those where the models differ; the benchmark scores all 12.
+    names = {"librivox/sense_and_sensibility_01_austen_64kb-0880", "cards/002"}
+    chosen = [clip for clip in clips if clip.name in names or clip.name.endswith(".raw")]
+    edits = words_total = 0
+    for clip in chosen:
+        clip_edits, clip_words = clip.errors(engine.transcribe(clip.audio, "en").text)
+        edits, words_total = edits + clip_edits, words_total + clip_words
+    # Measured: base 1 edit in 21 words ("cloves" for "clubs"); tiny.en made 4.
+    assert (len(chosen), words_total) == (4, 21)
+    assert edits <= 2, edits
+
+
+def test_speech_after_a_long_silence_keeps_its_place_in_time(engine: WhisperEngine) -> None:
+    # Past the first slice, so both the VAD's and the slice's time shifts are checked.
+    lead = SLICE_SAMPLES + 5 * SAMPLE_RATE
+    speech = sc.resample_16k(sc.english_speech())
+    audio = np.concatenate([np.zeros(lead, dtype=np.float32), speech])
+    options = TranscribeOptions(language="en", timestamps=True, word_timestamps=True)
+    segments = list(engine.stream(audio, options).segments)
+    assert english_errors(sc.ENGLISH_TEXT, " ".join(s.text for s in segments)) <= 1
+    found = [word for segment in segments for word in segment.words]
+    first_sound = (lead + np.flatnonzero(np.abs(speech) > 0.01)[0]) / SAMPLE_RATE
+    assert abs(found[0].start - first_sound) < 0.5, (found[0], first_sound)
+    assert abs(segments[0].start - found[0].start) < 0.01
+    assert found[-1].end <= audio.size / SAMPLE_RATE + 0.1
+    starts = [word.start for word in found]
+    assert starts == sorted(starts)
+
+
+def test_language_is_detected_on_speech_after_a_silent_first_window(
+    engine: WhisperEngine,
+) -> None:
+    german = sc.resample_16k(sc.fresh_espeak_speech(sc.GERMAN_TEXT, "de"))
+    audio = np.concatenate([np.zeros(35 * SAMPLE_RATE, dtype=np.float32), german])
+    # Judged on the first 30 s alone, silence came out English.
+    assert engine.transcribe(audio, None).language == "de"

@@ -17,14 +17,23 @@ import pytest
 import pyworld
 from tests.speech_clips import ENGLISH_TEXTS, english_speech, espeak_speech, silence, tone
 
+from voice_service.engines.clone_base_profiles import PROFILES
+from voice_service.engines.kokoro import SAMPLE_RATE as KOKORO_RATE
+from voice_service.engines.kokoro import KokoroEngine, clone_base_key
 from voice_service.engines.protocols import Pcm
+from voice_service.engines.registry import CLONE_BASE_VOICE, Engines, load_cloner
 from voice_service.engines.world import (
+    BaseVoice,
     Conversion,
     NoSpeechInSample,
     VoiceProfile,
+    WorldCloner,
     analyse_sample,
     convert,
+    measure_base,
 )
+
+PIPER_RATE = 22050
 
 
 def _buzz(seconds: float, hz: float, rate: int = 16000) -> Pcm:
@@ -71,7 +80,7 @@ def test_profile_round_trips_through_json(base_profile: VoiceProfile) -> None:
     stored = json.loads(json.dumps(base_profile.to_dict()))
 
     assert VoiceProfile.from_dict(stored) == base_profile
-    assert stored["version"] == 1
+    assert stored["version"] == 2
 
 
 def test_profile_of_unknown_version_is_rejected(base_profile: VoiceProfile) -> None:
@@ -166,3 +175,87 @@ def test_noise_is_rejected() -> None:
     noise = np.random.default_rng(7).normal(0.0, 3000.0, 16000 * 3)
     with pytest.raises(NoSpeechInSample):
         analyse_sample(Pcm(np.clip(noise, -32768, 32767).astype(np.int16), 16000))
+
+
+@pytest.fixture(scope="module")
+def cloner(engines: Engines) -> WorldCloner:
+    assert isinstance(engines.cloner, WorldCloner)
+    return engines.cloner
+
+
+def test_clone_bases_are_piper_then_kokoros_english(cloner: WorldCloner, engines: Engines) -> None:
+    kokoro = engines.speakers["kokoro"]
+    assert isinstance(kokoro, KokoroEngine)
+
+    assert cloner.base_voice == CLONE_BASE_VOICE
+    assert cloner.base_voices == (CLONE_BASE_VOICE, *kokoro.clone_bases())
+    assert len(cloner.base_voices) > 1
+    # English clone bases are no catalogue voices.
+    assert not set(kokoro.clone_bases()) & {voice.key for voice in engines.catalogue()}
+
+
+@pytest.mark.parametrize("base", ["piper", "kokoro"])
+def test_a_sample_spoken_by_a_candidate_base_picks_it(
+    cloner: WorldCloner, engines: Engines, base: str
+) -> None:
+    key = CLONE_BASE_VOICE if base == "piper" else clone_base_key("jf_nezumi")
+    # Other words than the calibration's: the choice must follow the voice, not the text.
+    sample = engines.speakers[base].synthesize(key, " ".join(ENGLISH_TEXTS[1:3]))
+
+    assert cloner.profile(sample)["base_voice"] == key
+
+
+def test_a_version_1_profile_speaks_with_piper(
+    cloner: WorldCloner, base_profile: VoiceProfile
+) -> None:
+    stored = {**base_profile.to_dict(), "version": 1}
+    del stored["base_voice"]
+
+    speech = cloner.speaker(stored)("Hello there.")
+    assert speech.sample_rate == PIPER_RATE
+    assert np.abs(speech.samples).max() > 3000
+
+
+def test_the_stored_base_speaks(cloner: WorldCloner, base_profile: VoiceProfile) -> None:
+    kokoro_base = clone_base_key("jf_nezumi")
+    stored = {**base_profile.to_dict(), "base_voice": kokoro_base}
+
+    assert cloner.speaker(stored)("Hello there.").sample_rate == KOKORO_RATE
+
+
+def test_a_base_whose_engine_is_off_falls_back_to_piper(
+    engines: Engines, base_profile: VoiceProfile
+) -> None:
+    without_kokoro = load_cloner({"piper": engines.speakers["piper"]})
+    assert without_kokoro is not None
+    stored = {**base_profile.to_dict(), "base_voice": clone_base_key("jm_kumo")}
+
+    assert without_kokoro.base_voices == (CLONE_BASE_VOICE,)
+    assert without_kokoro.speaker(stored)("Hello there.").sample_rate == PIPER_RATE
+
+
+def test_no_piper_no_cloner(engines: Engines) -> None:
+    assert load_cloner({"kokoro": engines.speakers["kokoro"]}) is None
+
+
+def test_every_base_has_a_shipped_profile(cloner: WorldCloner) -> None:
+    assert set(PROFILES) == set(cloner.base_voices)
+
+
+# Piper samples noise, so its measurements wander between runs (three runs: median F0 within
+# 3 %, bands within 3 dB, 1.3 dB on average); Kokoro's do not.
+@pytest.mark.parametrize(
+    ("base", "f0_tolerance", "band_tolerance"),
+    [(CLONE_BASE_VOICE, 0.06, 2.0), (clone_base_key("jf_nezumi"), 0.002, 0.05)],
+    ids=["piper", "kokoro"],
+)
+def test_shipped_base_profiles_match_fresh_measurements(
+    engines: Engines, base: str, f0_tolerance: float, band_tolerance: float
+) -> None:
+    shipped = VoiceProfile.from_dict(PROFILES[base])
+    fresh = measure_base(BaseVoice(base, engines.speakers[base.split(":")[0]]))
+
+    assert fresh.f0_log_median == pytest.approx(shipped.f0_log_median, abs=f0_tolerance)
+    assert fresh.f0_log_spread == pytest.approx(shipped.f0_log_spread, abs=f0_tolerance)
+    differences = np.abs(np.subtract(fresh.envelope_db, shipped.envelope_db))
+    assert float(np.mean(differences)) < band_tolerance

