@@ -678,13 +678,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Voice Service benchmark (issue 5)")
     parser.add_argument("--quick", action="store_true", help="brief runs, for the test suite")
     parser.add_argument("--results-dir", type=Path, default=REPO / "bench" / "results")
-    parser.add_argument("--time-limit", type=int, default=0, help="seconds; 0: 300 quick, 1800")
+    parser.add_argument("--time-limit", type=int, default=0, help="seconds; 0: 600 quick, 3600")
     args = parser.parse_args()
     plan = Plan.make(args.quick)
     # Bounded in time: the alarm raises in the main thread and the finally-blocks stop the
     # servers.
     signal.signal(signal.SIGALRM, _give_up)
-    signal.alarm(args.time_limit or (300 if plan.quick else 1800))
+    signal.alarm(args.time_limit or (600 if plan.quick else 3600))
     with tempfile.TemporaryDirectory(prefix="voice-bench-") as work:
         result = run(plan, Path(work))
     signal.alarm(0)
