@@ -218,9 +218,14 @@ class Conversion:
             base_f0_log_median=base.f0_log_median,
             formant_scale=scale,
             eq_db=tuple(float(value) for value in eq),
-            base_f0_floor_hz=max(F0_FLOOR_HZ, base.f0_median_hz / 2.0),
-            base_f0_ceil_hz=min(F0_CEIL_HZ, base.f0_median_hz * 2.5),
+            base_f0_floor_hz=base_f0_range(base)[0],
+            base_f0_ceil_hz=base_f0_range(base)[1],
         )
+
+
+def base_f0_range(base: VoiceProfile) -> tuple[float, float]:
+    """Harvest's search range for a base voice's speech: around its known median."""
+    return max(F0_FLOOR_HZ, base.f0_median_hz / 2.0), min(F0_CEIL_HZ, base.f0_median_hz * 2.5)
 
 
 def convert(pcm: Pcm, conversion: Conversion) -> Pcm:
@@ -228,22 +233,43 @@ def convert(pcm: Pcm, conversion: Conversion) -> Pcm:
     signal = _to_float(pcm)
     if signal.size == 0:
         return pcm
+    f0_range = (conversion.base_f0_floor_hz, conversion.base_f0_ceil_hz)
+    return resynthesize(analyse_base_speech(pcm, f0_range), conversion)
+
+
+@dataclass(frozen=True, slots=True)
+class BaseSpeech:
+    """Base-voice speech split by WORLD: what `convert` spends most of its time on, and the
+    same whatever the target, so speech converted toward many targets is analysed once."""
+
+    world: _World
+    samples: int
+    rms: float
+
+
+def analyse_base_speech(pcm: Pcm, f0_range: tuple[float, float]) -> BaseSpeech:
+    """`pcm` (base-voice speech) analysed within the base's pitch range (`base_f0_range`)."""
+    signal = _to_float(pcm)
     try:
-        world = _analyse(
-            signal,
-            pcm.sample_rate,
-            f0_range=(conversion.base_f0_floor_hz, conversion.base_f0_ceil_hz),
-            with_aperiodicity=True,
-        )
+        world = _analyse(signal, pcm.sample_rate, f0_range=f0_range, with_aperiodicity=True)
+    except (RuntimeError, ValueError) as error:
+        raise EngineError(f"WORLD analysis failed: {error}") from error
+    return BaseSpeech(world, signal.size, _rms(signal))
+
+
+def resynthesize(speech: BaseSpeech, conversion: Conversion) -> Pcm:
+    """`speech` with the conversion applied; same rate and loudness, mono."""
+    world, rate = speech.world, speech.world.sample_rate
+    try:
         f0 = _convert_f0(world.f0, conversion)
         envelope = _warp_envelope(world.envelope, conversion.formant_scale)
-        envelope = envelope * _eq_gain(conversion.eq_db, envelope.shape[1], pcm.sample_rate)
+        envelope = envelope * _eq_gain(conversion.eq_db, envelope.shape[1], rate)
         out = pyworld.synthesize(
-            f0, envelope, world.aperiodicity, pcm.sample_rate, frame_period=FRAME_PERIOD_MS
+            f0, envelope, world.aperiodicity, rate, frame_period=FRAME_PERIOD_MS
         )
     except (RuntimeError, ValueError) as error:
         raise EngineError(f"WORLD conversion failed: {error}") from error
-    return Pcm(samples=_to_int16(out[: signal.size], _rms(signal)), sample_rate=pcm.sample_rate)
+    return Pcm(samples=_to_int16(out[: speech.samples], speech.rms), sample_rate=rate)
 
 
 # A few sentences covering English vowels and voiced consonants, spoken once at start-up to
@@ -257,11 +283,12 @@ BASE_CALIBRATION_TEXT: Final = (
 )
 
 
-# Spoken once by each base voice (kept at 16 kHz, all the embedding reads) and converted
-# toward every new sample to choose its base: one sentence, since each clone converts it once
-# per base. Measured on a 6.6 s sample with six bases: 7.4 CPU-s per clone (1.8 s without a
-# choice; 11.5 s with two sentences at the voices' own rates); a process's first clone also
-# synthesizes the probes, 23.6 CPU-s in all.
+# Spoken and analysed by WORLD once per base voice (kept at 16 kHz, all the embedding reads),
+# then resynthesized toward every new sample to choose its base: one sentence, since each
+# clone converts it once per base. Measured on a 7 s sample with six bases: 3.5 CPU-s per
+# clone (1.8 s without a choice; 7.4 s when each clone analysed the probes again, 11.5 s
+# with two sentences); a process's first clone also speaks and analyses the probes, 23.6
+# CPU-s in all.
 PROBE_TEXT: Final = "The quick brown fox jumps over the lazy dog."
 
 
@@ -324,7 +351,7 @@ class WorldCloner:
             for key, profile in (profiles or {}).items()
             if key in self._bases
         }
-        self._probes: dict[str, Pcm] = {}
+        self._probes: dict[str, BaseSpeech] = {}
         self._lock = threading.Lock()
 
     @property
@@ -351,7 +378,7 @@ class WorldCloner:
 
         def similarity(key: str) -> float:
             conversion = Conversion.between(self.base_profile(key), target)
-            converted = analysed_speech(convert(self._probe(key), conversion))
+            converted = analysed_speech(resynthesize(self._probe(key), conversion))
             return cosine(embedding, self._encoder.embed(converted.astype(np.float32)))
 
         return max(self._bases, key=similarity)
@@ -369,12 +396,16 @@ class WorldCloner:
                 self._profiles[key] = measure_base(self._bases[key])
             return self._profiles[key]
 
-    def _probe(self, key: str) -> Pcm:
+    def _probe(self, key: str) -> BaseSpeech:
+        """The base's `PROBE_TEXT` at 16 kHz, analysed once: converting it toward each new
+        sample then costs only WORLD's synthesis."""
+        profile = self.base_profile(key)
         with self._lock:
             if key not in self._probes:
                 speech = self._bases[key].tts.synthesize(key, PROBE_TEXT)
                 signal = _resample(_to_float(speech), speech.sample_rate, ANALYSIS_RATE)
-                self._probes[key] = Pcm(_to_int16(signal, _rms(signal)), ANALYSIS_RATE)
+                probe = Pcm(_to_int16(signal, _rms(signal)), ANALYSIS_RATE)
+                self._probes[key] = analyse_base_speech(probe, base_f0_range(profile))
             return self._probes[key]
 
 
