@@ -21,6 +21,12 @@ pytestmark = requires_backends
 
 KILLS = 5
 LOAD_THREADS = 3
+# Every kind of request the load sends, answered as it should be.
+EXPECTED = {("tts", 200), ("stt", 200), ("voices", 200), ("bad-voice", 404), ("bad-key", 401)}
+
+
+def answered(load: Load) -> set[tuple[str, int | None]]:
+    return {(call.kind, call.status) for call in load.snapshot()}
 
 
 def test_answers_under_five_worker_kills_are_logged_once_and_billed_exactly(
@@ -28,7 +34,9 @@ def test_answers_under_five_worker_kills_are_logged_once_and_billed_exactly(
 ) -> None:
     killed: list[tuple[str, int]] = []
     with Load(workload, cluster.nodes, LOAD_THREADS) as load:
-        wait_for(lambda: load.successes() >= 6, 120, "the load got no successes")
+        # Kills start once every kind has been answered: on a loaded machine a transcription
+        # can take longer than the kills last, and then none would ever finish.
+        wait_for(lambda: answered(load) >= EXPECTED, 240, "the load got no answer of some kind")
         for index in range(KILLS):
             node = cluster.nodes[index % len(cluster.nodes)]
             killed.append((node.name, node.kill_serving_worker()))
@@ -41,11 +49,7 @@ def test_answers_under_five_worker_kills_are_logged_once_and_billed_exactly(
     calls = load.snapshot()
     problems = accounting_problems(cluster.db, calls, workload.key) + envelope_problems(calls)
     assert not problems, report(problems, calls)
-    # The load did what it claims: every kind of request was answered as it should be, and
-    # the kills cut requests off mid-way.
-    answered = {(call.kind, call.status) for call in calls}
-    expected = {("tts", 200), ("stt", 200), ("voices", 200), ("bad-voice", 404), ("bad-key", 401)}
-    assert expected <= answered, report(problems, calls)
+    # The kills cut requests off mid-way.
     assert any(call.status is None for call in calls), report(problems, calls)
 
 
