@@ -118,7 +118,7 @@ def load_whisper(settings: Settings) -> WhisperEngine:
         # real English. Word error rate on the 12 pocketsphinx-testdata recordings (three
         # speakers, 101 words): tiny.en 0.079 greedy, 0.059 with beam 5 and the VAD; base
         # 0.040 either way. And tiny.en heard the README's "Hello from Voice Service." as
-        # "Boy(s) Service" in 4 of 4 Piper renditions at beam 1 and 5, base at beam 5 in 0.
+        # "Boy(s) Service" in 4 of 4 Piper renditions at beam 1 and 5 (base: 5 of 12).
         # One model replica per pool slot, threads shared out so they never exceed cores.
         num_workers=settings.pool_size,
         cpu_threads=max(1, cores // settings.pool_size),
