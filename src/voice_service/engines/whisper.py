@@ -63,7 +63,7 @@ SLICE_SAMPLES = 4 * 30 * SAMPLE_RATE
 # (+14 %), 7 s 2.26 -> 2.59 (+15 %), 30 s 4.00 -> 4.83 (+21 %), 60 s 4.80 -> 6.28 (+31 %),
 # 120 s 10.3 -> 15.1 (+47 %). What it buys: greedy heard the README's "Hello from Voice
 # Service." as "Boy Service" in the tests' rendition, beam 5 hears it right (over 12 Piper
-# renditions, though, base still hears "Boy" in 5 with either).
+# renditions, though, base at beam 5 still hears "Boy" in 5).
 BEAM_SIZE = 5
 BEAM_MAX_SECONDS = 30
 
