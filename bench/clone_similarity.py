@@ -28,7 +28,6 @@ import argparse
 import statistics
 import tempfile
 import time
-import wave
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +36,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from bench.speech_set import POCKETSPHINX_DATA, SpeechDataMissingError
+from bench.speech_set import read_recording
 from bench.wer import word_errors
 from voice_service.engines.kokoro import KokoroEngine
 from voice_service.engines.piper import PiperEngine
@@ -66,7 +65,7 @@ _LIBRIVOX = "librivox/sense_and_sensibility_01_austen_64kb-{}.wav"
 @dataclass(frozen=True)
 class Speaker:
     name: str
-    sample: tuple[str, ...]  # files under POCKETSPHINX_DATA: what the clone is made from
+    sample: tuple[str, ...]  # files under speech_set.POCKETSPHINX_DATA: what the clone is made from
     held_out: tuple[str, ...]  # what the judges compare with
 
 
@@ -116,22 +115,6 @@ class Row:
     @property
     def dvector_gain(self) -> float:
         return self.dvector_clone_similarity - self.dvector_base_similarity
-
-
-def read_recording(name: str) -> Audio:
-    """A pocketsphinx-testdata recording (16 kHz mono) as floats."""
-    path = POCKETSPHINX_DATA / name
-    if not path.is_file():
-        raise SpeechDataMissingError(
-            f"{path} is missing: install the Debian package pocketsphinx-testdata "
-            "(`apt-get install pocketsphinx-testdata`; .ci/run does it)"
-        )
-    if path.suffix == ".raw":
-        data = path.read_bytes()
-    else:
-        with wave.open(str(path)) as recording:
-            data = recording.readframes(recording.getnframes())
-    return (np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768.0).astype(np.float32)
 
 
 def joined(names: Sequence[str]) -> Audio:

@@ -23,10 +23,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import av
 import numpy as np
 import numpy.typing as npt
 
+from bench.audio import to_16k
 from bench.sentences import SENTENCES
 from bench.wer import word_errors, words
 from voice_service.engines.kokoro import KokoroEngine
@@ -99,20 +99,35 @@ def spelled_out(text: str, language: str) -> str:
 
 def real_clips(root: Path = POCKETSPHINX_DATA) -> list[Clip]:
     """The recordings of `pocketsphinx-testdata`, English, three speakers."""
-    if not root.is_dir():
+    listed = [
+        (f"{folder}/{name}.wav", text)
+        for folder, listing in (("librivox", "transcription"), ("cards", "cards.transcription"))
+        for name, text in _transcription(_present(root / folder / listing))
+    ]
+    return [
+        Clip(path.removesuffix(".wav"), "real", "en", text, read_recording(path, root))
+        for path, text in [*listed, *_RAW_RECORDINGS]
+    ]
+
+
+def read_recording(name: str, root: Path = POCKETSPHINX_DATA) -> npt.NDArray[np.float32]:
+    """A `pocketsphinx-testdata` recording (16 kHz 16-bit mono, WAV or raw) as floats."""
+    path = _present(root / name)
+    if path.suffix != ".wav":
+        return _to_float(np.frombuffer(path.read_bytes(), dtype="<i2"))
+    with wave.open(str(path)) as wav:
+        if (wav.getframerate(), wav.getnchannels(), wav.getsampwidth()) != (SAMPLE_RATE, 1, 2):
+            raise ValueError(f"{path} is not 16 kHz 16-bit mono")
+        return _to_float(np.frombuffer(wav.readframes(wav.getnframes()), dtype="<i2"))
+
+
+def _present(path: Path) -> Path:
+    if not path.exists():
         raise SpeechDataMissingError(
-            f"{root} is missing: install the Debian package pocketsphinx-testdata "
+            f"{path} is missing: install the Debian package pocketsphinx-testdata "
             "(`apt-get install pocketsphinx-testdata`; .ci/run does it)"
         )
-    clips = [
-        Clip(f"{folder}/{name}", "real", "en", text, _read_wav(root / folder / f"{name}.wav"))
-        for folder, listing in (("librivox", "transcription"), ("cards", "cards.transcription"))
-        for name, text in _transcription(root / folder / listing)
-    ]
-    for path, text in _RAW_RECORDINGS:
-        pcm = np.frombuffer((root / path).read_bytes(), dtype="<i2")
-        clips.append(Clip(path, "real", "en", text, _to_float(pcm)))
-    return clips
+    return path
 
 
 def synthetic_clips(data_dir: Path) -> list[Clip]:
@@ -124,7 +139,7 @@ def synthetic_clips(data_dir: Path) -> list[Clip]:
     for language in KOKORO_LANGUAGES:
         key = f"kokoro:{KOKORO_STYLE}:{language}"
         for index, text in enumerate(SENTENCES[language]):
-            audio = _resample(kokoro.synthesize(key, text))
+            audio = to_16k(kokoro.synthesize(key, text))
             clips.append(Clip(f"{key}/{index}", "kokoro", language, text, audio))
     return clips
 
@@ -140,13 +155,6 @@ def _transcription(path: Path) -> Iterator[tuple[str, str]]:
         text = words.replace("<s>", "").replace("</s>", "").strip()
         if text:
             yield name.rstrip(") "), " ".join(text.split())
-
-
-def _read_wav(path: Path) -> npt.NDArray[np.float32]:
-    with wave.open(str(path)) as wav:
-        if (wav.getframerate(), wav.getnchannels(), wav.getsampwidth()) != (SAMPLE_RATE, 1, 2):
-            raise ValueError(f"{path} is not 16 kHz 16-bit mono")
-        return _to_float(np.frombuffer(wav.readframes(wav.getnframes()), dtype="<i2"))
 
 
 def _to_float(pcm: npt.NDArray[np.int16]) -> npt.NDArray[np.float32]:
@@ -186,13 +194,4 @@ def _espeak_speech() -> Iterator[tuple[str, str, int, npt.NDArray[np.float32]]]:
         count = int.from_bytes(out[at + 4 : at + 8], "little")
         samples = np.frombuffer(out, dtype="<i2", count=count, offset=at + 8)
         at += 8 + 2 * count
-        yield key, language, index, _resample(Pcm(samples.astype(np.int16), rate))
-
-
-def _resample(pcm: Pcm) -> npt.NDArray[np.float32]:
-    """Mono float32 at 16 kHz, resampled with PyAV as the service's decoder does."""
-    resampler = av.AudioResampler(format="flt", layout="mono", rate=SAMPLE_RATE)
-    frame = av.AudioFrame.from_ndarray(pcm.samples.reshape(1, -1), format="s16", layout="mono")
-    frame.sample_rate = pcm.sample_rate
-    out = resampler.resample(frame) + resampler.resample(None)
-    return np.concatenate([f.to_ndarray().reshape(-1) for f in out]).astype(np.float32)
+        yield key, language, index, to_16k(Pcm(samples.astype(np.int16), rate))

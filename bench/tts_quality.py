@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import av
 import numpy as np
 import numpy.typing as npt
 import onnxruntime
 
+from bench.audio import WHISPER_RATE, resample, to_16k
 from bench.sentences import SENTENCES
 from bench.wer import word_error_rate
 from voice_service.engines.espeak import KEY_PREFIX as ESPEAK_PREFIX
@@ -46,7 +46,6 @@ from voice_service.voices.repository import catalogue_order
 PREVIOUS_WER = {"es": 0.26, "fr": 0.71, "it": 0.32, "pt": 0.64, "de": 0.16}
 # Shared with bench.clone_similarity: the models joined into it are reused between runs.
 DATA_DIR = Path(tempfile.gettempdir()) / "voice-service-bench"
-WHISPER_RATE = 16_000  # also the only rate DNSMOS accepts
 # Piper (and Kokoro, if it samples) draws noise from onnxruntime's generator, which each new
 # session seeds once from the global seed: seeding before the engines load makes a run repeat.
 SEED = 12
@@ -104,20 +103,6 @@ def _primary(tag: str | None) -> str:
     return (tag or "").split("-", 1)[0].lower()
 
 
-def to_16k(pcm: Pcm) -> npt.NDArray[np.float32]:
-    """Mono float32 at 16 kHz, as the service's decoder hands uploads to Whisper."""
-    return _resample(pcm, WHISPER_RATE, "flt").astype(np.float32)
-
-
-def _resample(pcm: Pcm, rate: int, sample_format: str) -> npt.NDArray[Any]:
-    """`pcm` at `rate` in PyAV's `sample_format`, resampled with PyAV as the decoder does."""
-    resampler = av.AudioResampler(format=sample_format, layout="mono", rate=rate)
-    frame = av.AudioFrame.from_ndarray(pcm.samples.reshape(1, -1), format="s16", layout="mono")
-    frame.sample_rate = pcm.sample_rate
-    frames = resampler.resample(frame) + resampler.resample(None)
-    return np.concatenate([out.to_ndarray().reshape(-1) for out in frames])
-
-
 def _speak(
     engines: Engines,
     meter: CpuMeter,
@@ -170,7 +155,7 @@ def _clone(engines: Engines, sentences: Sequence[str]) -> tuple[EngineVoice, Map
     reference = EspeakEngine(extra_voices=[CLONE_REFERENCE])
     sample = reference.synthesize(CLONE_REFERENCE.key, " ".join(sentences))
     rate = engines.cloner.sample_rate
-    upload = Pcm(_resample(sample, rate, "s16").astype(np.int16), rate)
+    upload = Pcm(resample(sample, rate, "s16").astype(np.int16), rate)
     return voice, engines.cloner.profile(upload)
 
 
