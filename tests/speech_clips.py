@@ -98,15 +98,6 @@ def to_float(pcm: Pcm) -> npt.NDArray[np.float32]:
     return (pcm.samples.astype(np.float32) / 32768.0).astype(np.float32)
 
 
-def resample_16k(pcm: Pcm) -> npt.NDArray[np.float32]:
-    """Mono float32 at 16 kHz, as the decoder hands it to Whisper (resampled with PyAV)."""
-    resampler = av.AudioResampler(format="flt", layout="mono", rate=16000)
-    frame = av.AudioFrame.from_ndarray(pcm.samples.reshape(1, -1), format="s16", layout="mono")
-    frame.sample_rate = pcm.sample_rate
-    out = resampler.resample(frame) + resampler.resample(None)
-    return np.concatenate([f.to_ndarray().reshape(-1) for f in out]).astype(np.float32)
-
-
 def write_audio(
     path: Path, pcm: Pcm, variant: str, muxer_options: dict[str, str] | None = None
 ) -> Path:

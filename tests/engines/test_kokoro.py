@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from bench.audio import to_16k
 from bench.wer import word_error_rate
-from tests import speech_clips as sc
 
 from voice_service.engines.kokoro import (
     ALLOWED,
@@ -42,7 +42,7 @@ def kokoro(engines: Engines) -> KokoroEngine:
 
 
 def heard(engines: Engines, pcm: Pcm, language: str) -> str:
-    stream = engines.transcriber.stream(sc.resample_16k(pcm), TranscribeOptions(language))
+    stream = engines.transcriber.stream(to_16k(pcm), TranscribeOptions(language))
     return " ".join(segment.text for segment in stream.segments)
 
 

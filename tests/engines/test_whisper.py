@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from bench.audio import to_16k
 from bench.speech_set import SpeechDataMissingError, real_clips
 from bench.wer import word_errors, words
 from tests import speech_clips as sc
@@ -85,25 +86,25 @@ def test_languages_are_iso_639_1(engine: WhisperEngine) -> None:
 
 def test_english_with_a_hint(engine: WhisperEngine) -> None:
     for text in sc.ENGLISH_TEXTS[1:2]:
-        result = engine.transcribe(sc.resample_16k(sc.english_speech(text)), "en")
+        result = engine.transcribe(to_16k(sc.english_speech(text)), "en")
         assert result.language == "en"
         assert word_errors(text, result.text)[0] <= 1, result.text
 
 
 def test_detects_english(engine: WhisperEngine) -> None:
-    result = engine.transcribe(sc.resample_16k(sc.english_speech()), None)
+    result = engine.transcribe(to_16k(sc.english_speech()), None)
     assert result.language == "en"
     assert english_errors(sc.ENGLISH_TEXT, result.text) <= 1, result.text
 
 
 def test_detects_german(engine: WhisperEngine) -> None:
-    result = engine.transcribe(sc.resample_16k(sc.espeak_speech(sc.GERMAN_TEXT, "de")), None)
+    result = engine.transcribe(to_16k(sc.espeak_speech(sc.GERMAN_TEXT, "de")), None)
     assert result.language == "de"
     assert "guten morgen" in " ".join(words(result.text))
 
 
 def test_spanish_with_a_hint(engine: WhisperEngine) -> None:
-    result = engine.transcribe(sc.resample_16k(sc.espeak_speech(sc.SPANISH_TEXT, "es")), "es")
+    result = engine.transcribe(to_16k(sc.espeak_speech(sc.SPANISH_TEXT, "es")), "es")
     assert result.language == "es"
     assert "buenos dias" in " ".join(words(result.text))
 
@@ -127,8 +128,8 @@ def test_unknown_language_is_refused(engine: WhisperEngine) -> None:
 
 def test_concurrent_calls(engine: WhisperEngine) -> None:
     clips = [
-        (sc.ENGLISH_TEXTS[0], sc.resample_16k(sc.english_speech(sc.ENGLISH_TEXTS[0])), "en"),
-        (sc.SPANISH_TEXT, sc.resample_16k(sc.espeak_speech(sc.SPANISH_TEXT, "es")), "es"),
+        (sc.ENGLISH_TEXTS[0], to_16k(sc.english_speech(sc.ENGLISH_TEXTS[0])), "en"),
+        (sc.SPANISH_TEXT, to_16k(sc.espeak_speech(sc.SPANISH_TEXT, "es")), "es"),
     ]
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
         results = list(pool.map(lambda c: engine.transcribe(c[1], c[2]), clips * 2))
@@ -157,7 +158,7 @@ def test_real_recordings_of_three_speakers(engine: WhisperEngine) -> None:
 def test_speech_after_a_long_silence_keeps_its_place_in_time(engine: WhisperEngine) -> None:
     # Past the first slice, so both the VAD's and the slice's time shifts are checked.
     lead = SLICE_SAMPLES + 5 * SAMPLE_RATE
-    speech = sc.resample_16k(sc.english_speech())
+    speech = to_16k(sc.english_speech())
     audio = np.concatenate([np.zeros(lead, dtype=np.float32), speech])
     options = TranscribeOptions(language="en", timestamps=True, word_timestamps=True)
     segments = list(engine.stream(audio, options).segments)
@@ -174,7 +175,7 @@ def test_speech_after_a_long_silence_keeps_its_place_in_time(engine: WhisperEngi
 def test_language_is_detected_on_speech_after_a_silent_first_window(
     engine: WhisperEngine,
 ) -> None:
-    german = sc.resample_16k(sc.fresh_espeak_speech(sc.GERMAN_TEXT, "de"))
+    german = to_16k(sc.fresh_espeak_speech(sc.GERMAN_TEXT, "de"))
     audio = np.concatenate([np.zeros(35 * SAMPLE_RATE, dtype=np.float32), german])
     # Judged on the first 30 s alone, silence came out English.
     assert engine.transcribe(audio, None).language == "de"
