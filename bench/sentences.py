@@ -4,6 +4,7 @@ Every quality figure that speaks text (TTS round-trip word error rate, naturalne
 transcription set's synthetic part) speaks these, so figures stay comparable across runs.
 They are general text, not tuned to any voice: a voice is judged on what users say. They
 hold no numbers: Whisper writes "20" for "veinte", which WER would count as a wrong word.
+Japanese says the same three things (measured by the readings' characters, `bench.wer`).
 """
 
 from __future__ import annotations
@@ -38,5 +39,10 @@ SENTENCES: dict[str, tuple[str, ...]] = {
         "Bitte schicken Sie den Quartalsbericht vor Freitag an die Finanzabteilung.",
         "Der Zug zum Flughafen fährt vom Bahnsteig neben dem alten Bahnhof ab.",
         "Meine Nachbarin baut Tomaten und Bohnen in einem kleinen Garten hinter dem Haus an.",
+    ),
+    "ja": (
+        "金曜日までに四半期の報告書を経理部に送ってください。",
+        "空港行きの電車は古い駅の隣のホームから出ます。",
+        "隣の人は家の裏の小さな庭でトマトと豆を育てています。",
     ),
 }

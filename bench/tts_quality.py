@@ -4,9 +4,10 @@ Run `python -m bench.tts_quality [--quick] [--language es ...]`. The engines are
 service builds them (`Engines.load`) and speak through its chunked path (`Engines.speak`), so
 the figures are of the audio a client receives.
 
-- Round-trip word error rate per catalogue language (`bench.sentences`): the language's
-  default voice (the first `GET /voices` lists for it) and its eSpeak voice (the default before
-  Kokoro) speak the sentences; their joined speech, resampled to 16 kHz as the decoder hands
+- Round-trip word error rate per catalogue language (`bench.sentences`; for Japanese the
+  character error rate of the readings, `bench.wer`): the language's default voice (the
+  first `GET /voices` lists for it) and its eSpeak voice (the default before Kokoro; none
+  reads Japanese) speak the sentences; their joined speech, resampled to 16 kHz as the decoder hands
   uploads to Whisper, is transcribed by the service's Whisper with the language given.
 - DNSMOS P.835 (Microsoft's non-intrusive MOS predictor; `speechmos` ships its ONNX models):
   overall quality (OVRL), speech signal (SIG) and background (BAK), 1 to 5, for each of those
@@ -143,7 +144,7 @@ def _round_trip(
 ) -> Spoken:
     audio = to_16k(_speak(engines, meter, voice.key, profile, texts))
     heard = _transcribe(engines, meter, audio, language)
-    return Spoken(voice.key, voice.name, audio, word_error_rate(" ".join(texts), heard))
+    return Spoken(voice.key, voice.name, audio, word_error_rate(" ".join(texts), heard, language))
 
 
 def _clone(engines: Engines, sentences: Sequence[str]) -> tuple[EngineVoice, Mapping[str, Any]]:
@@ -192,19 +193,25 @@ def run(
     engines = Engines.load(Settings(data_dir=data_dir))
     catalogue = engines.catalogue()
     espeak = [voice for voice in catalogue if voice.key.startswith(ESPEAK_PREFIX)]
+    basic_languages = {_primary(voice.language) for voice in espeak}
     meter = CpuMeter()
     count = 1 if quick else None
 
     # DNSMOS runs after every CPU measurement, so its threads cannot add to an engine's time.
-    spoken: list[tuple[str, Spoken, Spoken]] = []
+    spoken: list[tuple[str, Spoken, Spoken | None]] = []
     for language in languages:
         texts = SENTENCES[language][:count]
-        best, basic = default_voice(catalogue, language), default_voice(espeak, language)
+        best = default_voice(catalogue, language)
         heard = _round_trip(engines, meter, best, None, language, texts)
-        if basic != best:
-            heard_basic = _round_trip(engines, meter, basic, None, language, texts)
-        else:  # eSpeak is still the default (German): one measurement serves both
-            heard_basic = heard
+        heard_basic: Spoken | None = None  # eSpeak cannot read Japanese: no basic voice
+        if language in basic_languages:
+            basic = default_voice(espeak, language)
+            # eSpeak still the default (German): one measurement serves both.
+            heard_basic = (
+                heard
+                if basic == best
+                else _round_trip(engines, meter, basic, None, language, texts)
+            )
         spoken.append((language, heard, heard_basic))
     clone_voice, profile = _clone(engines, REFERENCE_SENTENCES[:count])
     clone = _round_trip(engines, meter, clone_voice, profile, "en", SENTENCES["en"][:count])
@@ -214,7 +221,7 @@ def run(
             {
                 "language": language,
                 "default": _figures(heard),
-                "espeak": _figures(heard_basic),
+                "espeak": None if heard_basic is None else _figures(heard_basic),
                 "previous_wer": PREVIOUS_WER.get(language),
             }
             for language, heard, heard_basic in spoken
@@ -232,11 +239,14 @@ def _print(figures: dict[str, Any]) -> None:
         best, basic, previous = row["default"], row["espeak"], row["previous_wer"]
         before = "-" if previous is None else f"{previous:.2f}"
         mos = best["dnsmos"]
+        basic_wer = "-" if basic is None else f"{basic['wer']:.2f}"
+        basic_mos = "-" if basic is None else f"{basic['dnsmos']['ovrl']:.2f}"
         print(
-            f"{row['language']:<5} {best['voice']:<35} {best['wer']:5.2f} {basic['wer']:6.2f}"
+            f"{row['language']:<5} {best['voice']:<35} {best['wer']:5.2f} {basic_wer:>6}"
             f" {before:>6} {mos['ovrl']:5.2f} {mos['sig']:5.2f} {mos['bak']:5.2f}"
-            f" {basic['dnsmos']['ovrl']:11.2f}"
+            f" {basic_mos:>11}"
         )
+    print("(Japanese: CER, the character error rate of the readings; see bench.wer)")
     clone, mos = figures["clone"], figures["clone"]["dnsmos"]
     print(
         f"{'en':<5} {clone['voice']:<35} {clone['wer']:5.2f} {'':>6} {'':>6}"

@@ -21,6 +21,7 @@ SENTENCES = {
     "pt": "Olá! Esta é a minha voz.",
     "nl": "Hallo! Zo klinkt mijn stem.",
     "pl": "Cześć! Tak brzmi mój głos.",
+    "ja": "こんにちは。これが私の声です。",
 }
 
 

