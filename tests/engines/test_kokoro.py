@@ -88,6 +88,20 @@ def test_without_the_ja_extra_the_japanese_voices_are_left_out(
     assert languages == {"es", "fr", "it", "pt-BR"}
 
 
+def test_a_japanese_front_end_that_fails_leaves_only_japanese_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken() -> object:
+        raise ImportError("libopenjtalk.so: cannot open shared object file")
+
+    monkeypatch.setattr(kokoro_module, "_japanese_phonemizer", broken)
+    engine = KokoroEngine(tmp_path, clone_styles=())
+    assert {voice.language for voice in engine.voices()} == {"es", "fr", "it", "pt-BR"}
+    with pytest.raises(KeyError):
+        engine.synthesize("kokoro:jf_alpha:ja", "こんにちは。")
+    assert engine.synthesize("kokoro:jm_kumo:it", "Ciao.").samples.size > 0
+
+
 @pytest.mark.parametrize(("style", "code"), PAIRS, ids=[f"{s}-{c}" for s, c in PAIRS])
 def test_every_allowed_voice_is_understood_in_its_language(
     engines: Engines, kokoro: KokoroEngine, style: str, code: str

@@ -223,7 +223,19 @@ class KokoroEngine:
         # not to a first request.
         self.synthesize(self._catalogue[0].key, "Hola.")
         if japanese:
+            self._warm_up_japanese()
+
+    def _warm_up_japanese(self) -> None:
+        """A front end that cannot speak (a broken ja extra) leaves Japanese out rather
+        than taking the node down."""
+        try:
             self.synthesize(f"{KEY_PREFIX}{ALLOWED['ja'][0]}:ja", "こんにちは。")
+        except EngineError:
+            _LOGGER.exception("Kokoro's Japanese front end failed its warm-up; Japanese left out")
+            japanese = [key for key, voice in self._voices.items() if voice.language.tag == "ja"]
+            for key in japanese:
+                del self._voices[key]
+            self._catalogue = tuple(voice for voice in self._catalogue if voice.key not in japanese)
 
     def voices(self) -> Sequence[EngineVoice]:
         return self._catalogue
@@ -273,6 +285,10 @@ def japanese_front_end_installed() -> bool:
     return importlib.util.find_spec("pyopenjtalk") is not None
 
 
+# misaki's romanizer is not documented as thread-safe (and takes about a millisecond).
+_JAPANESE_LOCK = threading.Lock()
+
+
 def _sentence_phonemes(language: Language, text: str) -> list[list[str]]:
     """`text` in Kokoro's symbols, sentence by sentence. The locks cover only the front
     ends, so the ONNX runs of concurrent calls overlap."""
@@ -282,10 +298,6 @@ def _sentence_phonemes(language: Language, text: str) -> list[list[str]]:
     with ESPEAK_LOCK:
         sentences = _phonemizer().phonemize(language.espeak_voice, text)
     return [kokoro_phonemes(sentence, language.symbols) for sentence in sentences]
-
-
-# misaki's romanizer is not documented as thread-safe (and takes about a millisecond).
-_JAPANESE_LOCK = threading.Lock()
 
 
 @functools.cache
