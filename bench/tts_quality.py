@@ -7,8 +7,10 @@ the figures are of the audio a client receives.
 - Round-trip word error rate per catalogue language (`bench.sentences`; for Japanese the
   character error rate of the readings, `bench.wer`): the language's default voice (the
   first `GET /voices` lists for it) and its eSpeak voice (the default before Kokoro; none
-  reads Japanese) speak the sentences; their joined speech, resampled to 16 kHz as the decoder hands
-  uploads to Whisper, is transcribed by the service's Whisper with the language given.
+  reads Japanese) speak the sentences; their joined speech, resampled to 16 kHz as the
+  decoder hands uploads to Whisper, is transcribed by the service's Whisper with the
+  language given. A language no loaded voice speaks (Japanese without the ja extra) is
+  left out.
 - DNSMOS P.835 (Microsoft's non-intrusive MOS predictor; `speechmos` ships its ONNX models):
   overall quality (OVRL), speech signal (SIG) and background (BAK), 1 to 5, for each of those
   voices and for a WORLD clone of a voice that is not in the catalogue.
@@ -35,7 +37,7 @@ import onnxruntime
 
 from bench.audio import WHISPER_RATE, resample, to_16k
 from bench.sentences import SENTENCES
-from bench.wer import word_error_rate
+from bench.wer import measure_name, word_error_rate
 from voice_service.engines.espeak import KEY_PREFIX as ESPEAK_PREFIX
 from voice_service.engines.espeak import EspeakEngine
 from voice_service.engines.protocols import EngineVoice, Pcm, TranscribeOptions
@@ -194,12 +196,13 @@ def run(
     catalogue = engines.catalogue()
     espeak = [voice for voice in catalogue if voice.key.startswith(ESPEAK_PREFIX)]
     basic_languages = {_primary(voice.language) for voice in espeak}
+    spoken_languages = {_primary(voice.language) for voice in catalogue}
     meter = CpuMeter()
     count = 1 if quick else None
 
     # DNSMOS runs after every CPU measurement, so its threads cannot add to an engine's time.
     spoken: list[tuple[str, Spoken, Spoken | None]] = []
-    for language in languages:
+    for language in (language for language in languages if language in spoken_languages):
         texts = SENTENCES[language][:count]
         best = default_voice(catalogue, language)
         heard = _round_trip(engines, meter, best, None, language, texts)
@@ -246,7 +249,8 @@ def _print(figures: dict[str, Any]) -> None:
             f" {before:>6} {mos['ovrl']:5.2f} {mos['sig']:5.2f} {mos['bak']:5.2f}"
             f" {basic_mos:>11}"
         )
-    print("(Japanese: CER, the character error rate of the readings; see bench.wer)")
+    if any(measure_name(row["language"]) != "WER" for row in figures["languages"]):
+        print("(Japanese: CER, the character error rate of the readings; see bench.wer)")
     clone, mos = figures["clone"], figures["clone"]["dnsmos"]
     print(
         f"{'en':<5} {clone['voice']:<35} {clone['wer']:5.2f} {'':>6} {'':>6}"
