@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from bench.audio import WHISPER_RATE, to_16k
 from bench.speech_set import read_recording
 from bench.wer import word_errors
 from voice_service.engines.kokoro import KokoroEngine
@@ -88,7 +89,6 @@ SPEAKERS = (
 )
 QUICK_SPEAKERS = ("card caller",)
 
-WHISPER_RATE = 16_000
 Audio = npt.NDArray[np.float32]
 Judge = Callable[[Audio], npt.NDArray[np.float32]]
 
@@ -125,19 +125,9 @@ def _pcm(audio: Audio) -> Pcm:
     return Pcm(np.round(np.clip(audio, -1.0, 1.0) * 32767.0).astype(np.int16), ANALYSIS_RATE)
 
 
-def _float(pcm: Pcm) -> Audio:
-    """16 kHz floats, as Whisper and both judges take them."""
-    import librosa  # benchmark dependency (comes with resemblyzer)
-
-    audio = pcm.samples.astype(np.float32) / 32768.0
-    if pcm.sample_rate == WHISPER_RATE:
-        return audio
-    return np.asarray(librosa.resample(audio, orig_sr=pcm.sample_rate, target_sr=WHISPER_RATE))
-
-
 def _concat(parts: Sequence[Pcm]) -> Audio:
     pause = np.zeros(WHISPER_RATE // 4, dtype=np.float32)
-    return np.concatenate([piece for part in parts for piece in (_float(part), pause)])
+    return np.concatenate([piece for part in parts for piece in (to_16k(part), pause)])
 
 
 def _resemblyzer() -> Judge:
@@ -236,7 +226,7 @@ def _similarities(
     bases = {key: embed(_concat(speech)) for key, speech in base_speech.items()}
     return {
         "ceiling": {
-            (name, ""): cosine(held_out[name], embed(_float(sample)))
+            (name, ""): cosine(held_out[name], embed(to_16k(sample)))
             for name, sample in samples.items()
         },
         "base": {
@@ -297,7 +287,7 @@ def _candidate(
 def _wer(whisper: WhisperEngine, speech: Sequence[Pcm], texts: Sequence[str]) -> float:
     edits = words = 0
     for pcm, text in zip(speech, texts, strict=True):
-        heard = whisper.transcribe(_float(pcm), "en").text
+        heard = whisper.transcribe(to_16k(pcm), "en").text
         count, total = word_errors(text, heard)
         edits, words = edits + count, words + total
     return edits / words
