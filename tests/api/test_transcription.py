@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import re
 from pathlib import Path
@@ -16,7 +17,6 @@ from tests import speech_clips as clips
 from tests.api.test_errors import assert_error
 from tests.api.test_text_to_speech import usage_units
 from tests.conftest import Tenant, Tenants
-from voice_service.audio.encode import encode_mp3
 from voice_service.requestlog.repository import recent_requests
 from voice_service.tenancy import service as tenancy
 
@@ -69,19 +69,29 @@ async def test_every_accepted_format_is_transcribed(
     assert len(heard & expected) >= len(expected) - 2, body["text"]
 
 
+README = Path(__file__).parents[2] / "README.md"
+
+
+def readme_speech_request() -> dict[str, str]:
+    """The body of the README's text-to-speech example (the one that writes hello.mp3)."""
+    example = re.search(r"-d '(\{[^']*\})' \\\n\s*-o hello\.mp3", README.read_text())
+    assert example is not None, "the README's hello.mp3 example has moved"
+    body: dict[str, str] = json.loads(example[1])
+    return body
+
+
 @pytest.mark.parametrize("language", ["en", None])
 async def test_the_readme_example_comes_back_word_for_word(
     client: httpx.AsyncClient, tenant: Tenant, language: str | None
 ) -> None:
-    # The README's hello.mp3: Piper's voice, MP3 from the service's encoder, in the tests'
-    # seeded rendition. Greedy decoding heard "Hello from Boy Service." in it; beam 5 hears it
-    # right here, but Piper samples noise, and over 12 renditions base heard "Boy" in 5.
-    text = "Hello from Voice Service."
-    mp3 = encode_mp3(clips.english_speech(text))
-    response = await transcribe(client, tenant, mp3, language=language)
+    # As a user runs it: the README's request, its hello.mp3 sent back for a transcript.
+    request = readme_speech_request()
+    speech = await client.post("/text-to-speech", headers=tenant.headers, json=request)
+    assert speech.status_code == 200, speech.text
+    response = await transcribe(client, tenant, speech.content, language=language)
     assert response.status_code == 200, response.text
     assert response.json()["language"] == "en"
-    assert word_list(response.json()["text"]) == word_list(text), response.json()["text"]
+    assert word_list(response.json()["text"]) == word_list(request["text"]), response.json()
 
 
 async def test_language_is_detected_when_omitted(

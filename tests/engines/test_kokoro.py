@@ -32,6 +32,7 @@ SENTENCES = {
     "it": "Il mio colore preferito è il verde e mi piace camminare nel parco.",
     "pt": "Por favor, envie o relatório para a equipe de finanças antes de sexta-feira.",
     "ja": "今日は天気が良いので、午後は公園を散歩しましょう。",
+    "en": "Please send the quarterly report to the finance team before Friday.",
 }
 PAIRS = [(style, code) for code, styles in ALLOWED.items() for style in styles]
 
@@ -76,7 +77,9 @@ def test_catalogue_offers_the_allowed_voices_with_readable_names(kokoro: KokoroE
     assert voices["kokoro:jm_kumo:es"].name == "Kokoro Kumo (Spanish)"
     assert voices["kokoro:jm_kumo:pt"].name == "Kokoro Kumo (Portuguese, Brazil)"
     assert voices["kokoro:jf_alpha:ja"].name == "Kokoro Alpha (Japanese)"
-    assert {voice.language for voice in voices.values()} == {"es", "fr", "it", "pt-BR", "ja"}
+    assert voices["kokoro:jm_kumo:en"].name == "Kokoro Kumo (English, US)"
+    languages = {voice.language for voice in voices.values()}
+    assert languages == {"es", "fr", "it", "pt-BR", "ja", "en-US"}
 
 
 def test_without_the_ja_extra_the_japanese_voices_are_left_out(
@@ -85,7 +88,7 @@ def test_without_the_ja_extra_the_japanese_voices_are_left_out(
     monkeypatch.setattr(kokoro_module, "japanese_front_end_installed", lambda: False)
     engine = KokoroEngine(tmp_path, clone_styles=())
     languages = {voice.language for voice in engine.voices()}
-    assert languages == {"es", "fr", "it", "pt-BR"}
+    assert languages == {"es", "fr", "it", "pt-BR", "en-US"}
 
 
 def test_a_japanese_front_end_that_fails_leaves_only_japanese_out(
@@ -96,7 +99,7 @@ def test_a_japanese_front_end_that_fails_leaves_only_japanese_out(
 
     monkeypatch.setattr(kokoro_module, "_japanese_phonemizer", broken)
     engine = KokoroEngine(tmp_path, clone_styles=())
-    assert {voice.language for voice in engine.voices()} == {"es", "fr", "it", "pt-BR"}
+    assert {voice.language for voice in engine.voices()} == {"es", "fr", "it", "pt-BR", "en-US"}
     with pytest.raises(KeyError):
         engine.synthesize("kokoro:jf_alpha:ja", "こんにちは。")
     assert engine.synthesize("kokoro:jm_kumo:it", "Ciao.").samples.size > 0

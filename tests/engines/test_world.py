@@ -18,8 +18,8 @@ import pyworld
 from tests.speech_clips import ENGLISH_TEXTS, english_speech, espeak_speech, silence, tone
 
 from voice_service.engines.clone_base_profiles import PROFILES
+from voice_service.engines.kokoro import ALLOWED, KokoroEngine, clone_base_key
 from voice_service.engines.kokoro import SAMPLE_RATE as KOKORO_RATE
-from voice_service.engines.kokoro import KokoroEngine, clone_base_key
 from voice_service.engines.protocols import Pcm
 from voice_service.engines.registry import CLONE_BASE_VOICE, Engines, load_cloner
 from voice_service.engines.world import (
@@ -190,8 +190,9 @@ def test_clone_bases_are_piper_then_kokoros_english(cloner: WorldCloner, engines
     assert cloner.base_voice == CLONE_BASE_VOICE
     assert cloner.base_voices == (CLONE_BASE_VOICE, *kokoro.clone_bases())
     assert len(cloner.base_voices) > 1
-    # English clone bases are no catalogue voices.
-    assert not set(kokoro.clone_bases()) & {voice.key for voice in engines.catalogue()}
+    # Only the English voices Kokoro offers are clone bases in the catalogue too.
+    offered = {voice.key for voice in engines.catalogue()} & set(kokoro.clone_bases())
+    assert offered == {f"kokoro:{style}:en" for style in ALLOWED["en"]}
 
 
 @pytest.mark.parametrize("base", ["piper", "kokoro"])

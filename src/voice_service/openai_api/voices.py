@@ -5,8 +5,8 @@ from __future__ import annotations
 from voice_service.engines.registry import CLONE_BASE_VOICE
 from voice_service.ids import catalogue_voice_id
 
-# The packaged catalogue has one neural English voice, so each of OpenAI's names speaks with
-# it; a voice id from GET /api/v1/voices (a clone's too) chooses any other voice.
+# Each of OpenAI's names speaks with Piper's Joe, the English voice that costs least CPU (a
+# sixth of Kokoro's); a voice id from GET /api/v1/voices (a clone's too) chooses any other.
 OPENAI_VOICES: dict[str, str] = {
     name: CLONE_BASE_VOICE
     for name in (
