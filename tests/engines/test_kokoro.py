@@ -77,7 +77,7 @@ def test_catalogue_offers_the_allowed_voices_with_readable_names(kokoro: KokoroE
     assert voices["kokoro:jm_kumo:es"].name == "Kokoro Kumo (Spanish)"
     assert voices["kokoro:jm_kumo:pt"].name == "Kokoro Kumo (Portuguese, Brazil)"
     assert voices["kokoro:jf_alpha:ja"].name == "Kokoro Alpha (Japanese)"
-    assert voices["kokoro:jm_kumo:en"].name == "Kokoro Kumo (English, US)"
+    assert voices["kokoro:jm_kumo:en"].name == "Kokoro Kumo (English, United States)"
     languages = {voice.language for voice in voices.values()}
     assert languages == {"es", "fr", "it", "pt-BR", "ja", "en-US"}
 

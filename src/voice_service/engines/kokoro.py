@@ -101,7 +101,7 @@ LANGUAGES: dict[str, Language] = {
     # Kokoro's own Portuguese voices are Brazilian, and so was the phonemization it learned.
     "pt": Language("pt-BR", "pt-br", "Portuguese, Brazil"),
     "ja": Language("ja", "ja", "Japanese", front_end="japanese"),
-    "en": Language("en-US", "en-us", "English, US", symbols=_ESPEAK_TO_KOKORO_ENGLISH),
+    "en": Language("en-US", "en-us", "English, United States", symbols=_ESPEAK_TO_KOKORO_ENGLISH),
 }
 # Kokoro's English also speaks for clones (the voice a clone is converted from, `engines.world`).
 ENGLISH = LANGUAGES["en"]
