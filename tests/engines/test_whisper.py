@@ -4,23 +4,28 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from bench.audio import to_16k
+from bench.sentences import SENTENCES
 from bench.speech_set import SpeechDataMissingError, real_clips
 from bench.wer import word_errors, words
 from tests import speech_clips as sc
 
 from voice_service.audio.decode import decode_audio
 from voice_service.audio.formats import identify_audio
-from voice_service.engines.protocols import EngineError, TranscribeOptions
+from voice_service.engines.protocols import EngineError, Segment, TranscribeOptions
 from voice_service.engines.registry import load_whisper
 from voice_service.engines.whisper import (
     BASE_MODEL_BYTES,
     BASE_MODEL_SHA256,
+    BEAM_SIZE,
+    LOOP_COMPRESSION_RATIO,
     SAMPLE_RATE,
     SLICE_SAMPLES,
     WhisperEngine,
@@ -179,3 +184,42 @@ def test_language_is_detected_on_speech_after_a_silent_first_window(
     audio = np.concatenate([np.zeros(35 * SAMPLE_RATE, dtype=np.float32), german])
     # Judged on the first 30 s alone, silence came out English.
     assert engine.transcribe(audio, None).language == "de"
+
+
+def recorded_decodes(engine: WhisperEngine, monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """The `timestamps` flag of each decode `engine` makes from now on."""
+    decodes: list[bool] = []
+    decode = engine._slice_segments
+
+    def recording(*args: Any) -> Iterator[Segment]:
+        decodes.append(args[-1])
+        return decode(*args)
+
+    monkeypatch.setattr(engine, "_slice_segments", recording)
+    return decodes
+
+
+def test_a_short_clip_is_decoded_once_with_timestamp_tokens(
+    engine: WhisperEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    decodes = recorded_decodes(engine, monkeypatch)
+    text = engine.transcribe(to_16k(sc.english_speech()), "en").text
+    assert english_errors(sc.ENGLISH_TEXT, text) <= 1, text
+    assert decodes == [True]
+
+
+def test_a_short_clip_that_loops_is_decoded_again_without_timestamp_tokens(
+    engine: WhisperEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Robotic French that Whisper base, decoding with timestamp tokens, hears as "m'inquiète,
+    # ou m'inquiète, ..." 60 words long.
+    audio = to_16k(sc.fresh_espeak_speech(SENTENCES["fr"][2], "fr"))
+    looped = list(engine._slice_segments(audio, "fr", TranscribeOptions("fr"), BEAM_SIZE, True))
+    assert max(segment.compression_ratio for segment in looped) > LOOP_COMPRESSION_RATIO
+
+    decodes = recorded_decodes(engine, monkeypatch)
+    segments = list(engine.stream(audio, TranscribeOptions("fr")).segments)
+    assert decodes == [True, False]
+    assert all(segment.compression_ratio <= LOOP_COMPRESSION_RATIO for segment in segments)
+    heard = " ".join(segment.text for segment in segments)
+    assert len(words(heard)) <= len(words(SENTENCES["fr"][2])), heard
