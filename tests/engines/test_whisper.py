@@ -212,7 +212,7 @@ def test_a_short_clip_that_loops_is_decoded_again_without_timestamp_tokens(
     engine: WhisperEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Robotic French that Whisper base, decoding with timestamp tokens, hears as "m'inquiète,
-    # ou m'inquiète, ..." 60 words long.
+    # ou m'inquiète, ...", 65 words.
     audio = to_16k(sc.fresh_espeak_speech(SENTENCES["fr"][2], "fr"))
     looped = list(engine._slice_segments(audio, "fr", TranscribeOptions("fr"), BEAM_SIZE, True))
     assert max(segment.compression_ratio for segment in looped) > LOOP_COMPRESSION_RATIO

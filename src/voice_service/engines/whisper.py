@@ -229,7 +229,8 @@ class WhisperEngine:
     def _short_clip_segments(
         self, samples: npt.NDArray[np.float32], language: str, options: TranscribeOptions
     ) -> list[Segment]:
-        """Beam search with timestamp tokens; without them if that loops (see BEAM_SIZE)."""
+        """Beam search with timestamp tokens; if that loops, without them (one segment then
+        spans the clip, words keep their times). See LOOP_COMPRESSION_RATIO."""
         decode = functools.partial(
             self._slice_segments, samples, language, options, self._beam_size
         )
