@@ -200,7 +200,8 @@ class KokoroEngine:
         intra_op_threads: int = DEFAULT_INTRA_OP_THREADS,
         clone_styles: Sequence[str] = CLONE_STYLES,
     ) -> None:
-        """`clone_styles` also speak English (`clone_base_key`), outside the catalogue."""
+        """`clone_styles` also speak English (`clone_base_key`), in the catalogue only where
+        `ALLOWED` lists them for English."""
         model = prepare_model(data_dir)
         self._session = onnxruntime.InferenceSession(
             str(model),
@@ -218,21 +219,25 @@ class KokoroEngine:
             if language.front_end == "japanese" and not japanese:
                 continue
             for style in names:
-                key = f"{KEY_PREFIX}{style}:{code}"
-                info = EngineVoice(key=key, name=voice_name(style, language), language=language.tag)
-                self._voices[key] = _Voice(info, styles[style], language)
+                self._add_voice(f"{KEY_PREFIX}{style}:{code}", style, styles[style], language)
         self._catalogue = tuple(voice.info for voice in self._voices.values())
-        for style in clone_styles:
-            key = clone_base_key(style)
-            info = EngineVoice(key=key, name=voice_name(style, ENGLISH), language=ENGLISH.tag)
-            self._voices[key] = _Voice(info, styles[style], ENGLISH)
         self._clone_bases = tuple(clone_base_key(style) for style in clone_styles)
+        for style, key in zip(clone_styles, self._clone_bases, strict=True):
+            self._add_voice(key, style, styles[style], ENGLISH)
         # The first call initializes espeak-ng for phonemes (once per process, shared with
         # Piper), OpenJTalk's dictionary and onnxruntime's buffers: all belong to start-up,
         # not to a first request.
         self.synthesize(self._catalogue[0].key, "Hola.")
         if japanese:
             self._warm_up_japanese()
+
+    def _add_voice(
+        self, key: str, style: str, table: npt.NDArray[np.float32], language: Language
+    ) -> None:
+        """An English catalogue voice and the clone base of its style share one key: the
+        first added stays."""
+        info = EngineVoice(key=key, name=voice_name(style, language), language=language.tag)
+        self._voices.setdefault(key, _Voice(info, table, language))
 
     def _warm_up_japanese(self) -> None:
         """A front end that cannot speak (a broken ja extra) leaves Japanese out rather
@@ -241,7 +246,9 @@ class KokoroEngine:
             self.synthesize(f"{KEY_PREFIX}{ALLOWED['ja'][0]}:ja", "こんにちは。")
         except EngineError:
             _LOGGER.exception("Kokoro's Japanese front end failed its warm-up; Japanese left out")
-            japanese = [key for key, voice in self._voices.items() if voice.language.tag == "ja"]
+            japanese = [
+                key for key, voice in self._voices.items() if voice.language.front_end == "japanese"
+            ]
             for key in japanese:
                 del self._voices[key]
             self._catalogue = tuple(voice for voice in self._catalogue if voice.key not in japanese)
