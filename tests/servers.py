@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import httpx
 
@@ -48,6 +49,35 @@ class Server:
     @property
     def database(self) -> Path:
         return self.data_dir / "voice-service.db"
+
+    def query(self, sql: str, *params: str) -> list[sqlite3.Row]:
+        """Rows of the server's database, read-only, as an operator would look."""
+        with sqlite3.connect(f"file:{self.database}?mode=ro", uri=True) as db:
+            db.row_factory = sqlite3.Row
+            return db.execute(sql, params).fetchall()
+
+    def cli(self, *args: str, stdin: str | None = None) -> Any:
+        """The admin CLI on the server's data dir, as an operator runs it; its JSON answer."""
+        done = subprocess.run(  # noqa: S603
+            [*CLI, *args, "--json"],
+            env=self.env,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return json.loads(done.stdout)
+
+
+def eventually(condition: Callable[[], bool], patience: float = 60.0) -> bool:
+    """Whether `condition` holds within `patience` seconds: a generous bound for a loaded
+    machine on something the server does in one or two."""
+    deadline = time.monotonic() + patience
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return condition()
 
 
 def _read_json(stream: IO[str] | None, deadline: float) -> dict[str, str]:

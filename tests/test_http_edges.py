@@ -13,16 +13,14 @@ import re
 import select
 import socket
 import sqlite3
-import subprocess
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.servers import CLI, Server, running_server
+from tests.servers import Server, eventually, running_server
 
 REQUEST_ID = re.compile(r"^req_[0-9a-f]{24}$")
 PATIENCE = 60.0  # seconds a test waits for something the server does within one or two
@@ -124,18 +122,8 @@ def upload_head(server: Server, key: str, path: str, content_length: int) -> byt
 
 
 def log_row(server: Server, request_id: str) -> sqlite3.Row | None:
-    with sqlite3.connect(f"file:{server.database}?mode=ro", uri=True) as db:
-        db.row_factory = sqlite3.Row
-        row: sqlite3.Row | None = db.execute(
-            "SELECT * FROM request_log WHERE request_id = ?", (request_id,)
-        ).fetchone()
-        return row
-
-
-def query(server: Server, sql: str, *params: str) -> list[sqlite3.Row]:
-    with sqlite3.connect(f"file:{server.database}?mode=ro", uri=True) as db:
-        db.row_factory = sqlite3.Row
-        return db.execute(sql, params).fetchall()
+    rows = server.query("SELECT * FROM request_log WHERE request_id = ?", request_id)
+    return rows[0] if rows else None
 
 
 def open_files(pid: int) -> list[str]:
@@ -163,24 +151,8 @@ def client_connections(pid: int) -> int:
     return held
 
 
-def eventually(condition: Callable[[], bool]) -> bool:
-    deadline = time.monotonic() + PATIENCE
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.1)
-    return condition()
-
-
 def new_key(server: Server) -> tuple[str, str]:
-    created = subprocess.run(  # noqa: S603
-        [*CLI, "keys", "create", server.org_id, "--json"],
-        env=server.env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    key = json.loads(created.stdout)
+    key = server.cli("keys", "create", server.org_id)
     return key["id"], key["secret"]
 
 
@@ -325,13 +297,13 @@ def test_client_that_disconnects_mid_upload_is_logged_as_499_not_a_failure(
         sock.sendall(upload_head(strict, key, "speech-to-text", 4_000_000) + bytes(500_000))
 
     def rows() -> list[sqlite3.Row]:
-        return query(strict, "SELECT * FROM request_log WHERE key_id = ?", key_id)
+        return strict.query("SELECT * FROM request_log WHERE key_id = ?", key_id)
 
     assert eventually(lambda: bool(rows()))
     [row] = rows()
     assert (row["status"], row["error_code"]) == (499, "CLIENT_CLOSED_REQUEST")
     billed = "SELECT * FROM usage_records WHERE request_id = ?"
-    assert query(strict, billed, row["request_id"]) == []
+    assert strict.query(billed, row["request_id"]) == []
     server_log = strict.log.read_text()[log_offset:]
     assert "Traceback" not in server_log
     assert "ERROR" not in server_log

@@ -7,8 +7,9 @@ kind (long transcriptions) cannot fill the queue that speech requests wait in.
 
 from __future__ import annotations
 
+import asyncio
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 # Weight of the newest job in the running mean: about the last ten jobs count, so the
@@ -24,10 +25,12 @@ class Capability(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Job:
-    """What a pool call does: the capability it queues under and the engine that runs it."""
+    """What a pool call does: the capability it queues under and the engine that runs it;
+    `abandoned` is set when whoever asked for it no longer wants it (its client left)."""
 
     capability: Capability
     engine: str
+    abandoned: asyncio.Event | None = field(default=None, compare=False)
 
 
 @dataclass(slots=True)

@@ -79,6 +79,7 @@ class RequestContextMiddleware:
         state["request_id"] = request_id
         state["record"] = record
         response_started = False
+        presence = ClientPresence(receive, record.client_gone)
 
         async def send_with_context(message: Message) -> None:
             nonlocal response_started
@@ -94,7 +95,7 @@ class RequestContextMiddleware:
             await send(message)
 
         try:
-            await self.app(scope, receive, send_with_context)
+            await self.app(scope, presence.receive, send_with_context)
         except ClientDisconnect:
             # The client hung up while sending its body: its doing, not a failure here, so
             # no traceback; the row says so, and nothing was billed (no work was done).
@@ -109,6 +110,8 @@ class RequestContextMiddleware:
                 logger.error("request %s failed after its success was committed", request_id)
             state["error_code"] = InternalError.code
             await send_json_error(send_with_context, InternalError(), request_id, scope["path"])
+        finally:
+            presence.stop()
 
     async def _log(self, state: dict[str, Any], status: int) -> None:
         record: RequestRecord = state["record"]
@@ -117,6 +120,40 @@ class RequestContextMiddleware:
         principal = state.get("principal")
         entry = record.entry(status, principal, state.get("error_code"))
         await record_request(self.request_log, entry, principal.key_prefix if principal else None)
+
+
+class ClientPresence:
+    """Tells a request's handlers when its client hangs up.
+
+    ASGI reports a hang-up only to a `receive()` made after the request body has been read,
+    and nothing makes one while a handler waits for a worker or runs: once the body is in,
+    one task here waits on it for the whole request and sets `gone`. Later `receive()` calls
+    (a stream watching for the client) wait for that same event."""
+
+    def __init__(self, receive: Receive, gone: asyncio.Event) -> None:
+        self._receive = receive
+        self._gone = gone
+        self._watcher: asyncio.Task[None] | None = None
+
+    async def receive(self) -> Message:
+        if self._watcher is not None:
+            await self._gone.wait()
+            return {"type": "http.disconnect"}
+        message = await self._receive()
+        if message["type"] == "http.disconnect":
+            self._gone.set()
+        elif not message.get("more_body", False):
+            self._watcher = asyncio.create_task(self._watch(), name="client-presence")
+        return message
+
+    async def _watch(self) -> None:
+        while (await self._receive())["type"] != "http.disconnect":
+            pass  # nothing more is read from a request whose body is complete
+        self._gone.set()
+
+    def stop(self) -> None:
+        if self._watcher is not None:
+            self._watcher.cancel()
 
 
 class HeadAsGetMiddleware:

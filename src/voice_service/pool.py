@@ -9,16 +9,17 @@ import logging
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import AsyncGenerator, Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar, cast
 
 from voice_service.admission import Capability, CapabilityQueue, Job
 from voice_service.engines.deadline import InferenceTimeout
 from voice_service.engines.protocols import EngineError
-from voice_service.errors import NodeBusy, ProviderError
+from voice_service.errors import ClientClosedRequest, NodeBusy, ProviderError
 from voice_service.metrics.registry import Metrics
 
 logger = logging.getLogger(__name__)
@@ -39,15 +40,16 @@ class InferencePool:
 
     A request that finds every slot busy and `max_queued` requests of its capability
     already waiting is refused at once (`NodeBusy`, with a Retry-After from the measured
-    job times) rather than left to wait out the deadline; one that queues still waits at
-    most `queue_timeout`."""
+    slot times) rather than left to wait out the deadline; one that queues still waits at
+    most `queue_timeout`. A job whose `abandoned` event is set (its client left) stops
+    waiting and raises `ClientClosedRequest`; one not yet started never starts."""
 
     def __init__(self, size: int, queue_timeout: float, max_queued: int, metrics: Metrics) -> None:
         self._executor = ThreadPoolExecutor(
-            max_workers=size, thread_name_prefix="inference", initializer=_lower_priority
+            max_workers=size, thread_name_prefix="inference", initializer=lower_priority
         )
         self._size = size
-        self._slots = asyncio.Semaphore(size)
+        self._slots = _Slots(size)
         self._queue_timeout = queue_timeout
         self._max_queued = max_queued
         self._metrics = metrics
@@ -55,7 +57,7 @@ class InferencePool:
 
     @property
     def in_use(self) -> int:
-        """Jobs holding a slot: running, or just finished in their thread."""
+        """Slots held: by a step running, or just finished, in a thread."""
         return sum(queue.running for queue in self._queues.values())
 
     def queues(self) -> dict[str, dict[str, int]]:
@@ -71,11 +73,12 @@ class InferencePool:
         return await asyncio.wrap_future(self._executor.submit(load, *args, **kwargs))
 
     async def run(self, job: Job, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        held = await self._acquire(job)
-        loop = asyncio.get_running_loop()
-        future = self._executor.submit(held.step, functools.partial(fn, *args, **kwargs))
+        held = _Held(job)
+        await self._take_slot(job, under_way=False)
+        future = self._submit(held, functools.partial(fn, *args, **kwargs))
         # The slot frees when the thread is done, not when a disconnected caller gives up.
-        future.add_done_callback(lambda _: loop.call_soon_threadsafe(self._release, held))
+        loop = asyncio.get_running_loop()
+        future.add_done_callback(lambda _: loop.call_soon_threadsafe(self._finished, held))
         with _timeouts_as_provider_errors(fn):
             return await asyncio.wrap_future(future)
 
@@ -84,41 +87,80 @@ class InferencePool:
     ) -> AsyncGenerator[T, None]:
         """The items of the generator `fn(...)`, each made in a worker thread.
 
-        One slot is held from the first item until the caller closes the iterator. The next
-        item is made while the caller handles this one, and no further: a caller that reads
-        slowly (a client on a slow link) holds the generator back. Closing early (a client
-        that left) closes the generator between items and then frees the slot."""
-        held = await self._acquire(job)
-        loop = asyncio.get_running_loop()
+        A slot is held only while an item is being made. The next item is made while the
+        caller handles this one, and no further; its slot is given back as soon as it is
+        made, so a caller that stops asking (a client that stops reading) holds no worker.
+        Each item after the first takes a slot again, ahead of jobs not yet started.
+        Closing early (a client that left) closes the generator between items."""
+        held = _Held(job)
         items = fn(*args, **kwargs)  # a generator: nothing runs before its first item
+        await self._take_slot(job, under_way=False)
         next_item = functools.partial(_next_or_done, items)
-        pending = self._executor.submit(held.step, next_item)
+        step = self._submit(held, next_item)
+        ahead: asyncio.Task[Future[object]] | None = None
         try:
             while True:
                 with _timeouts_as_provider_errors(fn):
-                    item = await asyncio.wrap_future(pending)
+                    item = await asyncio.wrap_future(step)
                 if item is _DONE:
                     return
-                pending = self._executor.submit(held.step, next_item)
+                ahead = asyncio.ensure_future(self._next_step(held, next_item))
                 yield cast(T, item)
+                step = await ahead
+                ahead = None
         finally:
-            # A generator cannot be closed while a thread runs it: close it after that step.
-            def close_then_release(_: object) -> None:
+            self._close_when_idle(held, items, ahead)
+
+    async def _next_step(self, held: _Held, work: Callable[[], object]) -> Future[object]:
+        await self._take_slot(held.job, under_way=True)
+        return self._submit(held, work)
+
+    def _close_when_idle(
+        self, held: _Held, items: Iterator[Any], ahead: asyncio.Task[Future[object]] | None
+    ) -> None:
+        """Close the generator once no thread runs it (it cannot be closed while one does),
+        without a slot: closing only runs its `finally` blocks. Callbacks, not awaits: this
+        runs while the caller is being closed or cancelled."""
+        loop = asyncio.get_running_loop()
+
+        def close(_: object = None) -> None:
+            try:
                 closing = self._executor.submit(_close, items)
-                closing.add_done_callback(lambda _: loop.call_soon_threadsafe(self._release, held))
+            except RuntimeError:  # the pool has shut down: no thread will run it again
+                _close(items)
+                self._finished(held)
+            else:
+                closing.add_done_callback(lambda _: loop.call_soon_threadsafe(self._finished, held))
 
-            pending.add_done_callback(close_then_release)
+        def after_last_step(_: object = None) -> None:
+            last = held.last_step
+            if last is None or last.done():
+                close()
+            else:
+                last.add_done_callback(lambda _: loop.call_soon_threadsafe(close))
 
-    async def _acquire(self, job: Job) -> _Held:
+        if ahead is not None and not ahead.done():
+            ahead.cancel()  # still waiting for a slot: it stops (one just handed over is passed on)
+            ahead.add_done_callback(after_last_step)
+        else:
+            after_last_step()
+
+    async def _take_slot(self, job: Job, *, under_way: bool) -> None:
+        """Wait for a slot: refused at once when the capability's queue is full (not for a
+        job already under way), given up after the queue timeout or once the job is
+        abandoned."""
         queue = self._queues[job.capability]
-        if self._slots.locked() and queue.waiting >= self._max_queued:
+        if job.abandoned is not None and job.abandoned.is_set():
+            raise ClientClosedRequest()
+        if not under_way and self._slots.exhausted and queue.waiting >= self._max_queued:
             self._metrics.refused(job.capability)
             raise NodeBusy(queue.retry_after(self._size))
         queue.waiting += 1
         self._queue_changed(job.capability)
         waiting_since = time.monotonic()
         try:
-            await asyncio.wait_for(self._slots.acquire(), self._queue_timeout)
+            async with asyncio.timeout(self._queue_timeout):
+                await self._slots.acquire(under_way=under_way, unless=job.abandoned)
         except TimeoutError:
             raise ProviderError(
                 "Every inference worker stayed busy; the request is safe to retry."
@@ -128,16 +170,31 @@ class InferencePool:
         finally:  # also when the caller gave up waiting (its client left)
             queue.waiting -= 1
             self._queue_changed(job.capability)
-            self._metrics.waited(job.capability, time.monotonic() - waiting_since)
-        return _Held(job)
+            if not under_way:
+                self._metrics.waited(job.capability, time.monotonic() - waiting_since)
 
-    def _release(self, held: _Held) -> None:
-        queue = self._queues[held.job.capability]
+    def _submit(self, held: _Held, work: Callable[[], T]) -> Future[T]:
+        """Run one step of `held` in a thread, on the slot just taken; the slot is given
+        back when the thread is done."""
+        loop = asyncio.get_running_loop()
+        since = time.monotonic()
+        future = self._executor.submit(held.step, work)
+        held.last_step = future
+        capability = held.job.capability
+        future.add_done_callback(
+            lambda _: loop.call_soon_threadsafe(self._release, capability, since)
+        )
+        return future
+
+    def _release(self, capability: Capability, since: float) -> None:
+        queue = self._queues[capability]
         queue.running -= 1
-        queue.finished(time.monotonic() - held.since)
-        self._queue_changed(held.job.capability)
-        self._metrics.inferred(held.job.engine, held.busy_seconds, failed=held.failed)
+        queue.finished(time.monotonic() - since)
+        self._queue_changed(capability)
         self._slots.release()
+
+    def _finished(self, held: _Held) -> None:
+        self._metrics.inferred(held.job.engine, held.busy_seconds, failed=held.failed)
 
     def _queue_changed(self, capability: Capability) -> None:
         queue = self._queues[capability]
@@ -147,14 +204,71 @@ class InferencePool:
         self._executor.shutdown(wait=True, cancel_futures=True)
 
 
+class _Slots:
+    """`size` slots handed out in order of asking, except that the next step of a job
+    already under way goes before any job not yet started: admitted work finishes first,
+    and a new request waits only behind work that admission control has counted."""
+
+    def __init__(self, size: int) -> None:
+        self._free = size
+        self._under_way: deque[asyncio.Future[None]] = deque()
+        self._new: deque[asyncio.Future[None]] = deque()
+
+    @property
+    def exhausted(self) -> bool:
+        return self._free == 0
+
+    async def acquire(self, *, under_way: bool, unless: asyncio.Event | None = None) -> None:
+        """Take a slot; raise `ClientClosedRequest` instead if `unless` is set first."""
+        if self._free > 0 and not self._under_way and not self._new:
+            self._free -= 1
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        line = self._under_way if under_way else self._new
+        line.append(waiter)
+        watcher = _set_when(unless, waiter) if unless is not None else None
+        try:
+            await waiter
+        except BaseException:
+            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
+                self.release()  # handed a slot just as its waiter gave up: pass it on
+            elif waiter in line:
+                line.remove(waiter)
+            raise
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+
+    def release(self) -> None:
+        for line in (self._under_way, self._new):
+            while line:
+                waiter = line.popleft()
+                if not waiter.done():
+                    waiter.set_result(None)
+                    return
+        self._free += 1
+
+
+def _set_when(event: asyncio.Event, waiter: asyncio.Future[None]) -> asyncio.Task[None]:
+    """A task that fails `waiter` with `ClientClosedRequest` once `event` is set."""
+
+    async def watch() -> None:
+        await event.wait()
+        if not waiter.done():
+            waiter.set_exception(ClientClosedRequest())
+
+    return asyncio.ensure_future(watch())
+
+
 @dataclass(slots=True)
 class _Held:
-    """A job holding a slot: since when, and how long its steps have run in a thread."""
+    """A job's steps so far: how long they ran in a thread, the last one, and whether an
+    engine error ended it."""
 
     job: Job
-    since: float = field(default_factory=time.monotonic)
     busy_seconds: float = 0.0
-    failed: bool = False  # an engine error ended it
+    failed: bool = False
+    last_step: Future[Any] | None = None
 
     def step(self, work: Callable[[], T]) -> T:
         """Run in a worker thread; a job's steps run one after another, never together."""
@@ -193,7 +307,8 @@ def _timeouts_as_provider_errors(fn: Callable[..., Any]) -> Iterator[None]:
         ) from None
 
 
-def _lower_priority() -> None:
+def lower_priority() -> None:
+    """A thread initializer: run this worker thread below the event loop's priority."""
     # Linux applies setpriority to a single thread when given its native id.
     with contextlib.suppress(OSError, AttributeError):
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), INFERENCE_NICENESS)

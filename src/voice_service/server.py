@@ -2,10 +2,12 @@
 contract where uvicorn answers on its own.
 
 uvicorn answers malformed HTTP with a plain-text 400 that bypasses the app, never times
-out a connection that is slow to send its headers, and refuses excess connections only
-with a plain-text 503 (when asked to). Here a malformed request gets the error envelope,
-a request id and a request-log row (committed before the answer, as for any response),
-headers must arrive within a deadline, and connections over the cap are closed at once.
+out a connection that is slow to send its headers or to read its answer, and refuses
+excess connections only with a plain-text 503 (when asked to). Here a malformed request
+gets the error envelope, a request id and a request-log row (committed before the answer,
+as for any response), headers must arrive within a deadline, a client that takes none of
+its answer for the send timeout is cut off, and connections over the cap are closed at
+once.
 
 The app hands its settings and log writer over in the lifespan state, which uvicorn gives
 every protocol instance (`app_state`): no globals, and each worker process has its own.
@@ -49,6 +51,7 @@ class ConnectionPolicy:
     """Per process: the limits from settings, the request-log writer, refusal counts."""
 
     header_timeout: float
+    send_timeout: float  # a client taking no byte of its answer this long is cut off
     max_connections: int  # per node; shared evenly among the worker processes
     request_log: RequestLogWriter
     _refused: int = field(default=0, init=False)
@@ -89,6 +92,7 @@ class HttpProtocol(HttpToolsProtocol):
         self._started_at = 0.0  # loop time the current request began, for its log row
         self._first_byte: int | None = None
         self._header_timer: asyncio.TimerHandle | None = None
+        self._send_timer: asyncio.TimerHandle | None = None
         self._pending_answer: bytes | None = None
 
     # --- connection lifecycle -------------------------------------------------------------
@@ -112,6 +116,7 @@ class HttpProtocol(HttpToolsProtocol):
         if self._refused:
             return
         self._disarm_header_timer()
+        self._disarm_send_timer()
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
@@ -175,6 +180,44 @@ class HttpProtocol(HttpToolsProtocol):
             return
         seconds = self._policy.header_timeout
         self._answer(RequestTimeout(f"The request headers were not complete within {seconds:g} s."))
+
+    # --- send deadline --------------------------------------------------------------------
+
+    def pause_writing(self) -> None:
+        # The transport's buffer is full: the app's next send waits until the client reads.
+        super().pause_writing()
+        self._arm_send_timer(self.transport.get_write_buffer_size())
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._disarm_send_timer()
+
+    def _arm_send_timer(self, buffered: int) -> None:
+        self._send_timer = self.loop.call_later(
+            self._policy.send_timeout, self._on_send_timeout, buffered
+        )
+
+    def _disarm_send_timer(self) -> None:
+        if self._send_timer is not None:
+            self._send_timer.cancel()
+            self._send_timer = None
+
+    def _on_send_timeout(self, buffered_then: int) -> None:
+        self._send_timer = None
+        buffered = self.transport.get_write_buffer_size()
+        if buffered < buffered_then:  # it took something: another period to take more
+            self._arm_send_timer(buffered)
+            return
+        host, port = self.client or ("-", 0)
+        logger.warning(
+            "client %s:%d took no byte of its answer for %g s: connection closed",
+            host,
+            port,
+            self._policy.send_timeout,
+        )
+        # The app's pending send returns, and the request sees its client gone (a stream
+        # is logged 499 with what it sent, and not billed).
+        self.transport.abort()
 
     # --- malformed requests ---------------------------------------------------------------
 

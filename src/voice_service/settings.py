@@ -126,6 +126,12 @@ class Settings(BaseSettings):
     body_timeout_seconds: float = Field(
         30.0, gt=0, description="Longest wait for the next chunk of a request body; then 408."
     )
+    send_timeout_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="A client that takes no byte of its answer for this long is cut off; a "
+        "stream is then logged 499 with the bytes it sent, and not billed.",
+    )
     max_connections: int = Field(
         1000,
         ge=1,

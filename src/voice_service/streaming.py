@@ -16,7 +16,7 @@ from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 
 from starlette.responses import Response
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from voice_service.auth.principal import Principal
 from voice_service.context import AppContext
@@ -93,7 +93,7 @@ class MeteredStream(Response):
             await self.chunks.aclose()
             outcome = ClientClosedRequest()
         else:
-            outcome = await self._send_body(send, receive, sent, record.request_id)
+            outcome = await self._send_body(send, record, sent)
         if outcome is None:
             billing = self.billing
             try:
@@ -118,11 +118,11 @@ class MeteredStream(Response):
         # the client sees a cut-off body rather than a complete, shorter one.
 
     async def _send_body(
-        self, send: Send, receive: Receive, sent: _Counter, request_id: str
+        self, send: Send, record: RequestRecord, sent: _Counter
     ) -> ApiError | None:
         """None when the whole body went out; else why it did not."""
-        sender = asyncio.ensure_future(self._send_chunks(send, sent, request_id))
-        watcher = asyncio.ensure_future(_disconnected(receive))
+        sender = asyncio.ensure_future(self._send_chunks(send, sent, record.request_id))
+        watcher = asyncio.ensure_future(record.client_gone.wait())
         try:
             done, _ = await asyncio.wait({sender, watcher}, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -161,11 +161,3 @@ class MeteredStream(Response):
 class _Counter:
     bytes: int = 0
     complete: bool = False  # the final chunk went to the server
-
-
-async def _disconnected(receive: Receive) -> None:
-    """Returns once the client has gone (the request body has already been read)."""
-    while True:
-        message: Message = await receive()
-        if message["type"] == "http.disconnect":
-            return

@@ -93,7 +93,7 @@ async def clone_voice(
             "This node cannot clone voices: the engine of the clones' base voice "
             "is not among VOICE_SERVICE_TTS_ENGINES."
         )
-    analysed = await _analyse(context, cloner, record.request_id, sample)
+    analysed = await _analyse(context, cloner, record, sample)
     voice_id = new_id("voice")
     # The store fails as a 502 and commits nothing; see cloning/samples.py for the order.
     async with (
@@ -130,17 +130,16 @@ def _check_limit(live: int, org_limit: int | None, default_limit: int) -> None:
 
 
 async def _analyse(
-    context: AppContext, cloner: VoiceCloner, request_id: str, sample: Path
+    context: AppContext, cloner: VoiceCloner, record: RequestRecord, sample: Path
 ) -> AnalysedSample:
+    job = Job(Capability.CLONING, CLONER, abandoned=record.client_gone)
     try:
         with audio_errors_as_api_errors("sample"):
-            return await context.pool.run(
-                Job(Capability.CLONING, CLONER), _analyse_file, cloner, sample
-            )
+            return await context.pool.run(job, _analyse_file, cloner, sample)
     except UnusableSample as exc:
         raise InvalidRequest(f"file: no usable speech in the sample: {exc}.") from None
     except EngineError as exc:
-        logger.error("sample analysis failed for %s: %r", request_id, exc)
+        logger.error("sample analysis failed for %s: %r", record.request_id, exc)
         raise ProviderError() from exc
 
 

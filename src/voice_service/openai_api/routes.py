@@ -66,7 +66,7 @@ async def speech(
         context,
         voice,
         body.input,
-        request.state.request_id,
+        request.state.record,
         fmt,
         streaming=True,
         speed=body.speed,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass, field
 
@@ -16,7 +17,8 @@ class RequestRecord:
     """Made by the middleware for every request. Its row is written exactly once: with a
     billed success's own transaction (`written` is then set); for a `streamed` response,
     by the response itself when the stream ends (`streaming.MeteredStream`); or else by the
-    middleware when the response starts."""
+    middleware when the response starts. `client_gone` is set once the client has hung up
+    (known only after its request body has been read)."""
 
     request_id: str
     method: str
@@ -24,6 +26,7 @@ class RequestRecord:
     started: float = field(default_factory=time.perf_counter)
     written: bool = False
     streamed: bool = False
+    client_gone: asyncio.Event = field(default_factory=asyncio.Event)
 
     def entry(
         self,

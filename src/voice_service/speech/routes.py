@@ -61,7 +61,7 @@ async def text_to_speech_stream(
     body = await parse_json(request, SpeechRequest)
     voice = await find_voice(context, principal, body.voice_id)
     chunks = speech_chunks(
-        context, voice, body.text, request.state.request_id, AudioFormat.MP3, streaming=True
+        context, voice, body.text, request.state.record, AudioFormat.MP3, streaming=True
     )
     units = len(body.text)
     return MeteredStream(

@@ -46,14 +46,14 @@ async def synthesize_speech(
 ) -> bytes:
     """The native /text-to-speech: one MP3 file, billed once it is made."""
     voice = await find_voice(context, principal, body.voice_id)
-    audio = await speak(context, voice, body.text, record.request_id)
+    audio = await speak(context, voice, body.text, record)
     await bill_success(context, record, principal, ENDPOINT, len(body.text))
     return audio
 
 
-async def speak(context: AppContext, voice: Voice, text: str, request_id: str) -> bytes:
+async def speak(context: AppContext, voice: Voice, text: str, record: RequestRecord) -> bytes:
     """One MP3 file of `voice` saying `text`; not billed (the caller bills)."""
-    chunks = speech_chunks(context, voice, text, request_id, AudioFormat.MP3, streaming=False)
+    chunks = speech_chunks(context, voice, text, record, AudioFormat.MP3, streaming=False)
     return b"".join([chunk async for chunk in chunks])
 
 
@@ -61,17 +61,20 @@ async def speech_chunks(
     context: AppContext,
     voice: Voice,
     text: str,
-    request_id: str,
+    record: RequestRecord,
     fmt: AudioFormat,
     *,
     streaming: bool,
     speed: float = 1.0,
 ) -> AsyncGenerator[bytes, None]:
     """`voice` saying `text` in `fmt`, encoded bytes as each chunk of text is spoken (or the
-    whole file at the end when not `streaming`). Engine failures are API errors here."""
+    whole file at the end when not `streaming`). Engine failures are API errors here; a
+    client that leaves stops the speech at the next chunk (`ClientClosedRequest`)."""
     assert context.engines is not None
+    request_id = record.request_id
+    engine = Engines.speaker_name(voice.engine_voice, voice.profile)
     made = context.pool.stream(
-        Job(Capability.TEXT_TO_SPEECH, Engines.speaker_name(voice.engine_voice, voice.profile)),
+        Job(Capability.TEXT_TO_SPEECH, engine, abandoned=record.client_gone),
         _encoded_chunks,
         context.engines,
         voice.engine_voice,
@@ -85,7 +88,8 @@ async def speech_chunks(
     try:
         async with aclosing(made) as chunks:
             async for chunk in chunks:
-                yield chunk
+                if chunk:
+                    yield chunk
     except UnknownVoice as exc:
         logger.error("voice %s of %s: %s", voice.id, request_id, exc)
         raise NotFound(f"Voice {voice.id!r} is not served by this node.") from None
@@ -115,7 +119,8 @@ def _encoded_chunks(
         count_audio(pcm.duration_seconds)
         # Checked after each chunk, so a stream whose client reads too slowly stops too.
         deadline.check(spoken)
-        data = encoder.add(pcm)
-        if data:
-            yield data
+        # Every chunk is a step of its own, bytes or not (a whole file's encoder keeps
+        # them to the end): between steps the pool gives the worker to others and stops
+        # the speech of a client that left.
+        yield encoder.add(pcm)
     yield encoder.finish()

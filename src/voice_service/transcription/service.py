@@ -104,7 +104,7 @@ async def transcript_parts(
     bills `billed_seconds`). Audio and engine failures are API errors here."""
     assert context.engines is not None
     made = context.pool.stream(
-        Job(Capability.SPEECH_TO_TEXT, TRANSCRIBER),
+        Job(Capability.SPEECH_TO_TEXT, TRANSCRIBER, abandoned=record.client_gone),
         _transcript_parts,
         context.engines.transcriber,
         path,
