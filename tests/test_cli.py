@@ -68,6 +68,23 @@ def test_keys_create_shows_the_secret_once_and_list_shows_prefixes(admin) -> Non
 
 
 @pytest.mark.parametrize(
+    "rate_limit",
+    [
+        "\u00b2",  # superscript two: a digit to str.isdigit, which int refuses
+        "\u0665\u0660",  # Arabic-Indic 50, which int takes
+        "\uff15\uff10",  # fullwidth 50, likewise
+        "0",
+        "9" * 10,  # past the column's 32 bits
+    ],
+)
+def test_keys_create_takes_a_rate_limit_in_ascii_digits(admin, rate_limit: str) -> None:  # type: ignore[no-untyped-def]
+    org = admin("orgs", "create", "Acme")
+    result = admin("keys", "create", org["id"], "--rate-limit", rate_limit, ok=False)
+    assert "--rate-limit" in result.stderr
+    assert admin("keys", "list", org["id"]) == []
+
+
+@pytest.mark.parametrize(
     "args",
     [
         ("orgs", "suspend", "org_nope"),

@@ -33,6 +33,7 @@ from voice_service.requestlog.repository import recent_requests
 from voice_service.settings import Settings
 from voice_service.tenancy import service as tenancy
 from voice_service.tenancy import users
+from voice_service.tenancy.rate_limits import parse_rate_limit
 from voice_service.usage.repository import usage_for_org
 
 T = TypeVar("T")
@@ -472,7 +473,8 @@ def keys_create(
     org_id: OrgId,
     name: Annotated[str | None, typer.Option(help="A label for the key.")] = None,
     rate_limit: Annotated[
-        int | None, typer.Option(min=1, help="Requests per minute (default from settings).")
+        int | None,
+        typer.Option(parser=parse_rate_limit, help="Requests per minute (default from settings)."),
     ] = None,
     as_json: JsonFlag = False,
 ) -> None:

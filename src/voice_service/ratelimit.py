@@ -143,8 +143,9 @@ class RateLimiter:
         """Redis is configured but unreachable: limits are per process for now."""
         return self._probe is not None
 
-    async def hit(self, key_id: str, per_window: int) -> Quota:
-        """Count one request for `key_id`, or raise RateLimited if the window is full."""
+    async def hit(self, key_id: str, per_window: int, *, subject: str = "this API key") -> Quota:
+        """Count one request for `key_id`, or raise RateLimited if the window is full;
+        `subject` names what is limited in the error's message."""
         counted = None
         if self._redis is not None and not self.degraded:
             try:
@@ -159,8 +160,8 @@ class RateLimiter:
         if not allowed:
             retry_after = max(1, math.ceil(quota.reset_at - self._clock()))
             raise RateLimited(
-                f"More than {quota.limit} requests in {self._window_seconds} s for this API "
-                f"key; retry in {retry_after} s.",
+                f"More than {quota.limit} requests in {self._window_seconds} s for "
+                f"{subject}; retry in {retry_after} s.",
                 headers={"Retry-After": str(retry_after), **quota.headers()},
             )
         return quota

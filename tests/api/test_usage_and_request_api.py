@@ -83,6 +83,22 @@ async def test_usage_shows_only_the_callers_organization(
     assert (await client.get("/usage", headers=other.headers)).json()["totals"] == {"asr": 30}
 
 
+async def test_usage_on_the_calendars_first_and_last_days(
+    client: httpx.AsyncClient, tenants: Tenants, tenant: Tenant
+) -> None:
+    await add_usage(tenants, tenant, "asr", 3, datetime(1, 1, 1, 12, tzinfo=UTC))
+    await add_usage(tenants, tenant, "asr", 4, datetime(9999, 12, 31, 12, tzinfo=UTC))
+    periods = [("0001-01-01", "0001-01-30", 3), ("9999-12-02", "9999-12-31", 4)]
+    for first, last, units in periods:
+        params = {"from": first, "to": last}
+        response = await client.get("/usage", headers=tenant.headers, params=params)
+        assert response.status_code == 200, response.text
+        assert response.json()["totals"] == {"asr": units}
+    # The default period ending on the last day: the 30 days before it.
+    latest = await client.get("/usage", headers=tenant.headers, params={"to": "9999-12-31"})
+    assert latest.json()["totals"] == {"asr": 4}
+
+
 @pytest.mark.parametrize(
     "params",
     [
@@ -92,6 +108,10 @@ async def test_usage_shows_only_the_callers_organization(
         {"from": "20260301"},
         {"from": "2026-03-02", "to": "2026-03-01"},
         {"from": "2020-01-01", "to": "2026-01-01"},
+        # Days the parser takes, in periods that would reach past the calendar's ends.
+        {"to": "0001-01-01"},  # the default 30 days would start before year 1
+        {"to": "0001-01-29"},
+        {"from": "9999-12-31"},  # and end today, before it starts
     ],
 )
 async def test_bad_usage_periods_are_400(

@@ -49,7 +49,9 @@ def install_console(app: FastAPI) -> None:
         if not request.url.path.startswith(f"{CONSOLE_PREFIX}/") or wants_json:
             return error_response(request, exc)
         request.state.error_code = exc.code  # for the request log
-        return _error_page(request, exc.status, "Something went wrong", exc.message)
+        page = _error_page(request, exc.status, "Something went wrong", exc.message)
+        page.headers.update(exc.headers)  # Retry-After of a 429, among others
+        return page
 
     app.add_exception_handler(SignInRequired, on_sign_in_required)
     app.add_exception_handler(PageNotFound, on_not_found)

@@ -13,6 +13,7 @@ from voice_service.console.sessions import SignedIn
 from voice_service.db import transaction
 from voice_service.deps import Context
 from voice_service.models import Organization
+from voice_service.tenancy.rate_limits import InvalidRateLimit, parse_rate_limit
 from voice_service.tenancy.service import create_key, revoke_key
 
 router = APIRouter()
@@ -85,9 +86,13 @@ async def create_key_action(
 def _parse_rate_limit(value: str, ceiling: int) -> tuple[str | None, int | None]:
     if not value:
         return None, None
-    if not value.isdigit() or not 1 <= int(value) <= ceiling:
+    try:
+        rate_limit = parse_rate_limit(value)
+    except InvalidRateLimit:
+        rate_limit = None
+    if rate_limit is None or rate_limit > ceiling:
         return f"The rate limit is a whole number of requests per minute, 1 to {ceiling}.", None
-    return None, int(value)
+    return None, rate_limit
 
 
 @router.get("/orgs/{org_id}/keys/{key_id}/revoke")

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import select
+from sqlalchemy import Insert, select, text
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from voice_service.auth.keys import SecretHasher, generate_secret
 from voice_service.ids import new_id
-from voice_service.models import ApiKey, Organization
+from voice_service.models import LIVE_CONSOLE_KEY, ApiKey, Organization
 
 API, CONSOLE = "api", "console"
 
@@ -51,23 +52,41 @@ async def org_key(session: AsyncSession, org_id: str, key_id: str) -> ApiKey | N
 async def console_key_id(session: AsyncSession, hasher: SecretHasher, org_id: str) -> str:
     """The organization's console key, made at its first use. Requests the console makes
     for a user (Try it, cloning) are billed, rate limited and logged under it like any
-    key's; its secret is hashed and forgotten at once, so no one can present it."""
-    existing = await session.scalar(
+    key's; its secret is hashed and forgotten at once, so no one can present it.
+
+    Parallel first uses race to make it: the database keeps one (a unique partial index),
+    the losers' inserts do nothing, and every caller reads the one that won."""
+    existing = await _live_console_key(session, org_id)
+    if existing is not None:
+        return existing
+    await session.execute(_insert_console_key(session, hasher, org_id))
+    winner = await _live_console_key(session, org_id)
+    if winner is None:  # the winner revoked in between: this request fails, the next makes one
+        raise RuntimeError(f"no console key for {org_id} after making one")
+    return winner
+
+
+async def _live_console_key(session: AsyncSession, org_id: str) -> str | None:
+    return await session.scalar(
         select(ApiKey.id).where(
             ApiKey.org_id == org_id, ApiKey.kind == CONSOLE, ApiKey.revoked_at.is_(None)
         )
     )
-    if existing is not None:
-        return existing
+
+
+def _insert_console_key(session: AsyncSession, hasher: SecretHasher, org_id: str) -> Insert:
     unusable = generate_secret()
-    key = ApiKey(
-        id=new_id("key"),
-        org_id=org_id,
-        name="console",
-        prefix="console",
-        secret_hash=hasher.hash(unusable.secret),
-        kind=CONSOLE,
+    insert = postgresql.insert if session.get_bind().dialect.name == "postgresql" else sqlite.insert
+    return (
+        insert(ApiKey)
+        .values(
+            id=new_id("key"),
+            org_id=org_id,
+            name="console",
+            prefix="console",
+            secret_hash=hasher.hash(unusable.secret),
+            kind=CONSOLE,
+        )
+        # Only a conflict on the one-console-key index is the race; any other is an error.
+        .on_conflict_do_nothing(index_elements=["org_id"], index_where=text(LIVE_CONSOLE_KEY))
     )
-    session.add(key)
-    await session.flush()
-    return key.id

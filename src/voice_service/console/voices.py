@@ -40,6 +40,10 @@ CONSENT = (
     "recording for that purpose."
 )
 CLONING = "cloning"
+# Previews are not billed: this bounds the synthesis one user can ask of the cluster (the
+# limiter's window is a minute; in Redis, where configured, it is shared by every node).
+# Enough to click through the whole catalogue and clones; a script gets 429.
+PREVIEWS_PER_MINUTE = 30
 
 
 async def get_previews(request: Request) -> Previews:
@@ -92,14 +96,18 @@ async def preview(
     voice_id: str,
     request: Request,
     context: Context,
+    user: SignedInUser,
     org: CurrentOrg,
     previews: Annotated[Previews, Depends(get_previews)],
 ) -> Response:
+    await context.limiter.hit(
+        f"console-preview:{user.user_id}", PREVIEWS_PER_MINUTE, subject="your voice previews"
+    )
     async with context.sessions() as session:
         voice = await get_visible(session, org.id, voice_id)
     if voice is None:
         raise PageNotFound()
-    audio = await previews.get(context, voice, request.state.request_id)
+    audio = await previews.get(context, voice, request.state.record)
     return Response(audio, media_type="audio/mpeg", headers={"Cache-Control": "private"})
 
 

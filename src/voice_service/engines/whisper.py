@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
+import tokenizers
 from faster_whisper import WhisperModel
 from faster_whisper.vad import VadOptions, get_speech_timestamps
 
@@ -159,6 +160,7 @@ class WhisperEngine:
         self._beam_size = beam_size
         self._model = self._load(directory, cpu_threads, num_workers, compute_type)
         self._languages = self._model_languages(self._model)
+        self._prompt_tokenizer = _text_only(self._model.hf_tokenizer)
 
     @staticmethod
     def _load(
@@ -260,7 +262,7 @@ class WhisperEngine:
                 # Each 30 s window stands alone: conditioning on earlier text makes Whisper
                 # loop on repetitions.
                 condition_on_previous_text=False,
-                initial_prompt=options.prompt,
+                initial_prompt=self._prompt_tokens(options.prompt),
                 without_timestamps=not timestamps,
                 word_timestamps=options.word_timestamps,
                 # faster-whisper decodes only the speech and maps segment and word times
@@ -289,6 +291,17 @@ class WhisperEngine:
         except (RuntimeError, ValueError, MemoryError) as exc:
             raise EngineError(f"Whisper failed: {exc}") from exc
 
+    def _prompt_tokens(self, prompt: str | None) -> list[int] | None:
+        """The caller's prompt as Whisper's text tokens, as faster-whisper would encode a
+        text prompt (a leading space, the text stripped), but with Whisper's special tokens
+        spelled in it (`<|endoftext|>`, `<|en|>`, ...) kept as the text they are: read as
+        control tokens they steered the decode, and a prompt could end the transcript or
+        open one of its own."""
+        if prompt is None:
+            return None
+        encoded = self._prompt_tokenizer.encode(" " + prompt.strip(), add_special_tokens=False)
+        return list(encoded.ids)
+
     def _detect(self, samples: npt.NDArray[np.float32]) -> str:
         """The most probable language that has an ISO 639-1 code, judged on speech."""
         speech = _detection_speech(samples)
@@ -303,6 +316,14 @@ class WhisperEngine:
             if iso in self._languages:
                 return iso
         raise EngineError("Whisper detected no supported language")
+
+
+def _text_only(tokenizer: tokenizers.Tokenizer) -> tokenizers.Tokenizer:
+    """A copy of `tokenizer` that encodes special tokens' strings as ordinary text (the
+    model's own stays as faster-whisper uses it)."""
+    copy = tokenizers.Tokenizer.from_str(tokenizer.to_str())
+    copy.encode_special_tokens = True
+    return copy
 
 
 def _detection_speech(samples: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:

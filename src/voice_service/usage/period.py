@@ -33,7 +33,15 @@ def parse_day(value: str | None) -> date | None:
 def usage_period(start: date | None, end: date | None) -> tuple[date, date]:
     """By default the 30 days ending today (or ending `end`)."""
     last = end or utcnow().date()
-    first = start or last - timedelta(days=DEFAULT_DAYS - 1)
+    if start is not None:
+        first = start
+    elif last - date.min < timedelta(days=DEFAULT_DAYS - 1):
+        raise InvalidPeriod(
+            f"A period of {DEFAULT_DAYS} days cannot end on {last.isoformat()}: "
+            f"it would start before {date.min.isoformat()}."
+        )
+    else:
+        first = last - timedelta(days=DEFAULT_DAYS - 1)
     if first > last:
         raise InvalidPeriod("The period starts after it ends.")
     if (last - first).days >= MAX_DAYS:

@@ -52,13 +52,13 @@ async def daily_usage(
 ) -> list[DailyUsage]:
     """Units and requests per UTC day and endpoint, `start` to `end` inclusive."""
     day = _utc_day(session, UsageRecord.created_at)
+    within = [UsageRecord.org_id == org_id, UsageRecord.created_at >= _midnight(start)]
+    # The end bound is the next midnight; the calendar's last day has none, nor needs one.
+    if end < date.max:
+        within.append(UsageRecord.created_at < _midnight(end + timedelta(days=1)))
     rows = await session.execute(
         select(day, UsageRecord.endpoint, func.sum(UsageRecord.units), func.count())
-        .where(
-            UsageRecord.org_id == org_id,
-            UsageRecord.created_at >= _midnight(start),
-            UsageRecord.created_at < _midnight(end + timedelta(days=1)),
-        )
+        .where(*within)
         .group_by(day, UsageRecord.endpoint)
         .order_by(day, UsageRecord.endpoint)
     )
