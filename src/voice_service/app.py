@@ -15,6 +15,8 @@ from voice_service.cloning.routes import router as cloning_router
 from voice_service.cloning.samples import sample_store
 from voice_service.cluster import check_connection_budget, check_pepper
 from voice_service.console.app import install_console
+from voice_service.console.headers import ConsoleHeadersMiddleware
+from voice_service.console.password_checks import PasswordChecks
 from voice_service.context import AppContext
 from voice_service.db import (
     STARTUP_STATEMENT_TIMEOUT,
@@ -102,6 +104,7 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
         tenancy=tenancy,
         principals=FreshCache(tenancy, MAX_CACHED_PRINCIPALS),
         clone_listings=FreshCache(tenancy, MAX_CACHED_CLONE_LISTINGS),
+        password_checks=PasswordChecks(),
     )
 
     @asynccontextmanager
@@ -139,7 +142,10 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
         # The state reaches the server protocol too (voice_service.server): its timeouts
         # and its malformed-request rows go through this writer.
         policy = ConnectionPolicy(
-            settings.header_timeout_seconds, settings.max_connections, log_writer
+            settings.header_timeout_seconds,
+            settings.send_timeout_seconds,
+            settings.max_connections,
+            log_writer,
         )
         try:
             yield {STATE_KEY: policy}
@@ -150,6 +156,7 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
                 await asyncio.to_thread(sqlite_writer.close)
             await context.limiter.close()
             context.pool.shutdown()
+            context.password_checks.shutdown()
             metrics.close()
             await db.dispose()
             # A spool the database has not taken is left for the next start to replay.
@@ -184,8 +191,8 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
     # After the error handlers: it replaces the API's handler with one that also renders pages.
     install_console(app)
     metrics.endpoints.use(app.routes)  # every route is in by now
-    # Added last runs first: the request id and log wrap everything, the body guard wraps
-    # routes.
+    # Added last runs first: the request id and log wrap everything but the console's
+    # headers, the body guard wraps routes.
     app.add_middleware(
         RequestBodyMiddleware,
         max_bytes=settings.max_upload_bytes + MULTIPART_OVERHEAD_BYTES,
@@ -194,6 +201,9 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
     )
     app.add_middleware(HeadAsGetMiddleware)
     app.add_middleware(RequestContextMiddleware, request_log=log_writer)
+    # Outermost: the console's headers reach whatever answers a console request, the
+    # request middleware's 500 included.
+    app.add_middleware(ConsoleHeadersMiddleware)
     install_openapi(app)
     return app
 

@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from voice_service.auth.keys import SecretHasher
 from voice_service.auth.principal import Principal
 from voice_service.cloning.samples import SampleStore
+from voice_service.console.password_checks import PasswordChecks
 from voice_service.engines.deadline import InferenceBudget
 from voice_service.engines.registry import Engines
 from voice_service.metrics.registry import Metrics
@@ -36,6 +37,7 @@ class AppContext:
     tenancy: TenancyWatcher
     principals: FreshCache[str, Principal]  # by the key secret's hash
     clone_listings: FreshCache[str, bytes]  # GET /voices bodies by organization id
+    password_checks: PasswordChecks  # console sign-ins' argon2, off the event loop
     # Set by the lifespan once models are loaded and the catalogue synced.
     engines: Engines | None = None
     voice_listing: VoiceListing | None = None

@@ -16,6 +16,7 @@ from sqlalchemy import (
     String,
     Text,
     TypeDecorator,
+    text,
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -67,8 +68,22 @@ class Organization(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
+# The console's own key of an organization (see below): one, enforced by the database,
+# since parallel first uses each insert one (migration 0007).
+LIVE_CONSOLE_KEY = "kind = 'console' AND revoked_at IS NULL"
+
+
 class ApiKey(Base):
     __tablename__ = "api_keys"
+    __table_args__ = (
+        Index(
+            "ux_api_keys_one_console_key",
+            "org_id",
+            unique=True,
+            sqlite_where=text(LIVE_CONSOLE_KEY),
+            postgresql_where=text(LIVE_CONSOLE_KEY),
+        ),
+    )
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
     org_id: Mapped[str] = mapped_column(ForeignKey("organizations.id"), index=True)
@@ -194,11 +209,12 @@ class ConsoleSession(Base):
 
 
 class SignInThrottle(Base):
-    """Consecutive failed sign-ins for one email, shared by every node."""
+    """Consecutive failed sign-ins for one account (`user:<id>`) or unknown email
+    (`email:<address>`), shared by every node; an attempt counts from when it starts."""
 
     __tablename__ = "sign_in_throttle"
 
-    email: Mapped[str] = mapped_column(String(320), primary_key=True)
+    subject: Mapped[str] = mapped_column(String(330), primary_key=True)
     failures: Mapped[int] = mapped_column(Integer, default=0)
     retry_at: Mapped[datetime | None]
     last_failed_at: Mapped[datetime] = mapped_column(index=True)

@@ -3,9 +3,8 @@ and Debian's Chromium driven by Playwright (launched by path: nothing is downloa
 
 from __future__ import annotations
 
-import json
+import itertools
 import re
-import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -15,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.servers import CLI, Server, running_server
+from tests.servers import Server, running_server
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "console"
@@ -23,16 +22,7 @@ PASSWORD = "correct horse battery staple"
 
 
 def cli(server: Server, *args: str, stdin: str | None = None) -> Any:
-    """The admin CLI on the server's data dir, as an operator runs it; its JSON answer."""
-    done = subprocess.run(  # noqa: S603
-        [*CLI, *args, "--json"],
-        env=server.env,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return json.loads(done.stdout)
+    return server.cli(*args, stdin=stdin)
 
 
 @dataclass(frozen=True)
@@ -94,12 +84,25 @@ def csrf_token(html: str) -> str:
     return match.group(1)
 
 
+_addresses = itertools.count(1)
+
+
+def console_client(server: Server, address: str | None = None) -> httpx.Client:
+    """An HTTP client from a client address of its own: the server, like uvicorn behind a
+    proxy on the same host, takes X-Forwarded-For from loopback. Sign-ins are limited per
+    address; tests that do not test that limit must not share one."""
+    if address is None:
+        number = next(_addresses)
+        address = f"198.18.{number // 250}.{number % 250 + 1}"  # RFC 2544's testing range
+    return httpx.Client(base_url=server.root, timeout=60, headers={"X-Forwarded-For": address})
+
+
 @contextmanager
 def signed_in_client(
     server: Server, email: str, password: str = PASSWORD
 ) -> Iterator[httpx.Client]:
     """An HTTP client with a console session, signed in through the form."""
-    with httpx.Client(base_url=server.root, timeout=60) as client:
+    with console_client(server) as client:
         page = client.get("/console/sign-in")
         response = client.post(
             "/console/sign-in",

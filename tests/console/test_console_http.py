@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import socket
+from concurrent.futures import ThreadPoolExecutor
+
 import httpx
 import pytest
 
@@ -9,15 +12,20 @@ from tests.console.conftest import (
     PASSWORD,
     Customer,
     cli,
+    console_client,
     csrf_token,
     new_customer,
     signed_in_client,
 )
 from tests.servers import Server
+from voice_service.console.voices import PREVIEWS_PER_MINUTE
+from voice_service.ids import catalogue_voice_id
+
+JOE = catalogue_voice_id("piper:en_US-joe-medium")
 
 
 def sign_in_attempt(server: Server, email: str, password: str) -> httpx.Response:
-    with httpx.Client(base_url=server.root, timeout=60) as client:
+    with console_client(server) as client:
         page = client.get("/console/sign-in")
         return client.post(
             "/console/sign-in",
@@ -26,7 +34,7 @@ def sign_in_attempt(server: Server, email: str, password: str) -> httpx.Response
 
 
 def test_session_cookie_and_security_headers(server: Server, alice: Customer) -> None:
-    with httpx.Client(base_url=server.root, timeout=60) as client:
+    with console_client(server) as client:
         page = client.get("/console/sign-in")
         response = client.post(
             "/console/sign-in",
@@ -183,3 +191,129 @@ def test_sign_in_and_key_changes_are_audited(server: Server) -> None:
     assert all(e["email"] == carol.email for e in events)
     assert key["id"] in events[0]["target"] and key["id"] in events[1]["target"]
     assert cli(server, "keys", "list", carol.org_id)[0]["revoked_at"] is not None
+
+
+@pytest.mark.parametrize(
+    "period",
+    [
+        {"to": "0001-01-01"},  # the default 30 days would start before year 1
+        {"from": "9999-12-31"},  # and end today
+    ],
+)
+def test_usage_periods_past_the_calendars_ends_are_the_forms_error(
+    server: Server, alice: Customer, period: dict[str, str]
+) -> None:
+    with signed_in_client(server, alice.email) as client:
+        page = client.get(f"/console/orgs/{alice.org_id}/usage", params=period)
+        csv = client.get(f"/console/orgs/{alice.org_id}/usage.csv", params=period)
+    assert page.status_code == csv.status_code == 400
+    assert "Showing the last 30 days." in page.text
+    assert csv.headers["content-type"].startswith("text/plain")
+
+
+def test_usage_of_the_calendars_last_days(server: Server, alice: Customer) -> None:
+    period = {"from": "9999-12-02", "to": "9999-12-31"}
+    with signed_in_client(server, alice.email) as client:
+        page = client.get(f"/console/orgs/{alice.org_id}/usage", params=period)
+        csv = client.get(f"/console/orgs/{alice.org_id}/usage.csv", params=period)
+    assert page.status_code == csv.status_code == 200
+    assert "No billed usage from 9999-12-02 to 9999-12-31." in page.text
+    assert csv.text.splitlines() == ["date,endpoint,units,requests"]
+
+
+# Digits to `str.isdigit` or `int`, not to the form.
+NOT_ASCII_DIGITS = (
+    "\u00b2",  # superscript two: a digit to str.isdigit, which int refuses
+    "\u0665\u0660",  # Arabic-Indic 50
+    "\uff15\uff10",  # fullwidth 50
+)
+
+
+def test_a_key_rate_limit_is_written_in_ascii_digits(server: Server) -> None:
+    judy = new_customer(server, "judy@example.com", "Judy Org")
+    url = f"/console/orgs/{judy.org_id}/keys"
+    with signed_in_client(server, judy.email) as client:
+        token = csrf_token(client.get(url).text)
+        for rate_limit in (*NOT_ASCII_DIGITS, "0", "1" * 5000):  # int refuses 4300 digits
+            form = {"name": "limited", "rate_limit": rate_limit, "csrf_token": token}
+            response = client.post(url, data=form)
+            assert response.status_code == 400, ascii(rate_limit)
+            assert "The rate limit is a whole number of requests per minute" in response.text
+    assert cli(server, "keys", "list", judy.org_id) == []
+
+
+def test_parallel_try_it_requests_make_one_console_key(server: Server) -> None:
+    erin = new_customer(server, "erin@example.com", "Erin Org")
+    with signed_in_client(server, erin.email) as client:
+        token = csrf_token(client.get(f"/console/orgs/{erin.org_id}/voices").text)
+        cookies = client.cookies
+    form = {"csrf_token": token, "text": "Hi.", "voice_id": JOE}
+    url = f"/console/orgs/{erin.org_id}/text-to-speech"
+    with (
+        httpx.Client(base_url=server.root, cookies=cookies, timeout=120) as c,
+        ThreadPoolExecutor(max_workers=8) as threads,
+    ):
+        answers = list(threads.map(lambda _: c.post(url, data=form), range(8)))
+    assert [answer.status_code for answer in answers] == [200] * 8
+    keys = cli(server, "keys", "list", erin.org_id)
+    assert [key["prefix"] for key in keys] == ["console"]
+
+
+def test_voice_previews_are_rate_limited_per_user(server: Server, mallory: Customer) -> None:
+    frank = new_customer(server, "frank@example.com", "Frank Org")
+    url = f"/console/orgs/{frank.org_id}/voices/{JOE}/preview"
+    with signed_in_client(server, frank.email) as client:
+        allowed = [client.get(url).status_code for _ in range(PREVIEWS_PER_MINUTE)]
+        refused = client.get(url)
+    assert allowed == [200] * PREVIEWS_PER_MINUTE
+    assert refused.status_code == 429
+    assert int(refused.headers["retry-after"]) >= 1
+    assert "voice previews" in refused.text
+    with signed_in_client(server, mallory.email) as client:  # another user's own budget
+        assert client.get(f"/console/orgs/{mallory.org_id}/voices/{JOE}/preview").is_success
+
+
+def test_every_console_response_says_nosniff(server: Server) -> None:
+    heidi = new_customer(server, "heidi@example.com", "Heidi Org")
+    org = f"/console/orgs/{heidi.org_id}"
+    with signed_in_client(server, heidi.email) as client:
+        token = csrf_token(client.get(f"{org}/voices").text)
+        speak = {"csrf_token": token, "text": "Hi.", "voice_id": JOE}
+        unknown_voice = {**speak, "voice_id": "voice_nope"}
+        json_only = {"Accept": "application/json"}
+        responses = {
+            "page": (client.get(f"{org}/keys"), 200),
+            "redirect": (client.get("/console"), 303),
+            "static file": (client.get("/console/static/console.js"), 200),
+            "missing static file": (client.get("/console/static/nothing.js"), 404),
+            "preview audio": (client.get(f"{org}/voices/{JOE}/preview"), 200),
+            "try it audio": (client.post(f"{org}/text-to-speech", data=speak), 200),
+            "json error": (
+                client.post(f"{org}/text-to-speech", data=unknown_voice, headers=json_only),
+                404,
+            ),
+            "wrong method": (client.delete(f"{org}/keys"), 405),
+            "csv": (client.get(f"{org}/usage.csv"), 200),
+        }
+    for name, (response, status) in responses.items():
+        assert response.status_code == status, name
+        assert response.headers.get("x-content-type-options") == "nosniff", name
+    refused = _raw_answer_head(server, _OVERSIZED)
+    assert refused.startswith(b"http/1.1 413"), refused
+    assert b"\r\nx-content-type-options: nosniff\r\n" in refused
+
+
+# Refused by the request middleware, before any route: a body over the cap.
+_OVERSIZED = (
+    b"POST /console/sign-in HTTP/1.1\r\nHost: test\r\nContent-Length: 999999999\r\n"
+    b"Content-Type: application/x-www-form-urlencoded\r\nConnection: close\r\n\r\n"
+)
+
+
+def _raw_answer_head(server: Server, request: bytes) -> bytes:
+    with socket.create_connection(server.address, timeout=60) as sock:
+        sock.sendall(request)
+        answer = b""
+        while b"\r\n\r\n" not in answer and (chunk := sock.recv(65536)):
+            answer += chunk
+    return answer.partition(b"\r\n\r\n")[0].lower() + b"\r\n"  # each header line ends

@@ -244,10 +244,12 @@ def test_every_base_has_a_shipped_profile(cloner: WorldCloner) -> None:
 
 
 # Piper samples noise, so its measurements wander between runs (three runs: median F0 within
-# 3 %, bands within 3 dB, 1.3 dB on average); Kokoro's do not.
+# 3 %, bands within 3 dB, 1.3 dB on average). Kokoro's do not within a machine, but differ
+# between machines of one kind (their numeric kernels): the five styles measured on two
+# machines differed by up to 0.006 in log F0 and 0.4 dB on average in the bands.
 @pytest.mark.parametrize(
     ("base", "f0_tolerance", "band_tolerance"),
-    [(CLONE_BASE_VOICE, 0.06, 2.0), (clone_base_key("jf_nezumi"), 0.002, 0.05)],
+    [(CLONE_BASE_VOICE, 0.06, 2.0), (clone_base_key("jf_nezumi"), 0.012, 0.8)],
     ids=["piper", "kokoro"],
 )
 def test_shipped_base_profiles_match_fresh_measurements(

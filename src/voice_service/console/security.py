@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import hmac
 import secrets
+import time
 
 from fastapi import Request, Response
 
+from voice_service.auth.keys import SecretHasher
+
 SESSION_COOKIE = "vs_console"
 # Before sign-in there is no session to hold a CSRF token: the sign-in form's token is
-# matched against this cookie instead (double submit).
+# matched against this cookie instead (double submit), and must be one this service signed.
 PRE_SESSION_COOKIE = "vs_console_csrf"
+PRE_SESSION_SECONDS = 3600
 COOKIE_PATH = "/console"
 
 # No inline script or style anywhere: the console's one script and stylesheet are files.
@@ -74,8 +78,31 @@ def client_ip(request: Request) -> str | None:
     return request.client.host if request.client else None
 
 
-def new_csrf_token() -> str:
-    return secrets.token_urlsafe(32)
+def new_pre_session_token(hasher: SecretHasher) -> str:
+    """A sign-in form's CSRF token: when it was issued, a nonce, and their HMAC under the
+    service's pepper, so a pair an attacker made up is refused on every node."""
+    issued = f"{int(time.time())}.{secrets.token_urlsafe(24)}"
+    return f"{issued}.{_pre_session_signature(hasher, issued)}"
+
+
+def check_pre_session_csrf(
+    request: Request, hasher: SecretHasher, cookie: str | None, submitted: object
+) -> None:
+    """`check_csrf` for the sign-in form, whose token must also be ours and recent."""
+    check_csrf(request, cookie, submitted)
+    assert cookie is not None
+    issued, _, signature = cookie.rpartition(".")
+    seconds, _, _nonce = issued.partition(".")
+    if not hmac.compare_digest(signature.encode(), _pre_session_signature(hasher, issued).encode()):
+        raise CsrfRefused()
+    if not seconds.isascii() or not seconds.isdigit():
+        raise CsrfRefused()
+    if not 0 <= time.time() - int(seconds) <= PRE_SESSION_SECONDS:
+        raise CsrfRefused()
+
+
+def _pre_session_signature(hasher: SecretHasher, issued: str) -> str:
+    return hasher.hash(f"console-sign-in-csrf:{issued}")
 
 
 def check_csrf(request: Request, expected: str | None, submitted: object) -> None:

@@ -18,28 +18,40 @@ from voice_service.console.auth import (
     checked_form,
 )
 from voice_service.console.pages import CONSOLE_PREFIX, redirect, render
+from voice_service.console.password_checks import ChecksBusy
 from voice_service.console.repository import account_orgs
 from voice_service.console.security import (
     PRE_SESSION_COOKIE,
+    PRE_SESSION_SECONDS,
     SESSION_COOKIE,
-    check_csrf,
+    check_pre_session_csrf,
     clear_cookie,
     client_ip,
-    new_csrf_token,
+    new_pre_session_token,
     set_cookie,
 )
 from voice_service.console.sessions import end_session, find_session, start_session
+from voice_service.context import AppContext
 from voice_service.db import transaction
 from voice_service.deps import Context
+from voice_service.errors import RateLimited
 from voice_service.models import Account, User, utcnow
 from voice_service.tenancy.service import SUSPENDED
-from voice_service.tenancy.users import DISABLED, find_by_email, normalize_email, password_matches
+from voice_service.tenancy.users import (
+    DISABLED,
+    MAX_EMAIL_LENGTH,
+    InvalidEmail,
+    find_by_email,
+    normalize_email,
+)
 
 logger = logging.getLogger(__name__)
 router = APIRouter()
 
 WRONG_CREDENTIALS = "Incorrect email or password."
-PRE_SESSION_SECONDS = 3600
+# Attempts a minute from one client address, whatever emails they name: the per-account
+# throttle alone lets one address try one password on each of many accounts.
+SIGN_INS_PER_ADDRESS = 20
 
 
 @router.get("/")
@@ -53,17 +65,27 @@ async def home(request: Request, context: Context) -> Response:
 
 
 @router.get("/sign-in")
-async def sign_in_page(request: Request) -> Response:
-    return _sign_in_form(request)
+async def sign_in_page(request: Request, context: Context) -> Response:
+    return _sign_in_form(request, context)
 
 
 def _sign_in_form(
-    request: Request, *, status: int = 200, error: str | None = None, email: str = ""
+    request: Request,
+    context: AppContext,
+    *,
+    status: int = 200,
+    error: str | None = None,
+    email: str = "",
+    retry_after: int | None = None,
 ) -> Response:
-    token = request.cookies.get(PRE_SESSION_COOKIE) or new_csrf_token()
+    token = request.cookies.get(PRE_SESSION_COOKIE)
+    if token is None or status == 200:
+        token = new_pre_session_token(context.hasher)
     response = render(
         request, "sign_in.html", status=status, csrf_token=token, error=error, email=email
     )
+    if retry_after is not None:
+        response.headers["Retry-After"] = str(retry_after)
     set_cookie(request, response, PRE_SESSION_COOKIE, token, PRE_SESSION_SECONDS)
     return response
 
@@ -71,56 +93,105 @@ def _sign_in_form(
 @router.post("/sign-in")
 async def sign_in(request: Request, context: Context) -> Response:
     form = await request.form(max_fields=MAX_FORM_FIELDS, max_part_size=MAX_FORM_FIELD_BYTES)
-    check_csrf(request, request.cookies.get(PRE_SESSION_COOKIE), form.get("csrf_token"))
-    email = normalize_email(str(form.get("email", "")))[:320]
+    cookie = request.cookies.get(PRE_SESSION_COOKIE)
+    check_pre_session_csrf(request, context.hasher, cookie, form.get("csrf_token"))
+    typed = str(form.get("email", ""))
     password = str(form.get("password", ""))
     ip = client_ip(request)
-    async with transaction(context.sessions) as session:
-        wait_until = await throttle.retry_at(session, email)
-        if wait_until is not None:
-            user = await find_by_email(session, email)
-            _audit(session, Action.SIGN_IN_THROTTLED, user, email, ip)
-    if wait_until is not None:
-        seconds = math.ceil((wait_until - utcnow()).total_seconds())
-        logger.warning("sign-in for %s refused: throttled for %d s more", email, seconds)
+    try:
+        await context.limiter.hit(f"console-sign-in:{ip}", SIGN_INS_PER_ADDRESS)
+    except RateLimited as limited:
+        seconds = int(limited.headers["Retry-After"])
+        logger.warning(
+            "sign-in refused: more than %d attempts a minute from %s", SIGN_INS_PER_ADDRESS, ip
+        )
         return _sign_in_form(
             request,
+            context,
             status=429,
-            email=email,
-            error=f"Too many failed sign-ins for this email. Try again in {seconds} seconds.",
+            email=typed[:MAX_EMAIL_LENGTH],
+            error=f"Too many sign-ins from your address. Try again in {seconds} seconds.",
+            retry_after=seconds,
         )
-    return await _check_credentials(request, context, email, password, ip)
+    try:
+        email = normalize_email(typed)
+    except InvalidEmail:
+        return _sign_in_form(
+            request,
+            context,
+            status=400,
+            email=typed[:MAX_EMAIL_LENGTH],
+            error="Enter your email address, such as name@example.com.",
+        )
+    if context.password_checks.full:
+        return _busy(request, context, email)
+    return await _attempt(request, context, email, password, ip)
 
 
-async def _check_credentials(
-    request: Request, context: Context, email: str, password: str, ip: str | None
+async def _attempt(
+    request: Request, context: AppContext, email: str, password: str, ip: str | None
 ) -> Response:
+    """One attempt: reserved against its account (or unknown email), then checked."""
     async with context.sessions() as session:
         user = await find_by_email(session, email)
         account = await session.get(Account, user.account_id) if user else None
+    key = throttle.subject(user, email)
+    async with transaction(context.sessions) as session:
+        wait_until = await throttle.reserve(session, key)
+        if wait_until is not None:
+            _audit(session, Action.SIGN_IN_THROTTLED, user, email, ip)
+    if wait_until is not None:
+        seconds = max(1, math.ceil((wait_until - utcnow()).total_seconds()))
+        logger.warning("sign-in for %s refused: throttled for %d s more", email, seconds)
+        return _sign_in_form(
+            request,
+            context,
+            status=429,
+            email=email,
+            error=f"Too many failed sign-ins for this email. Try again in {seconds} seconds.",
+            retry_after=seconds,
+        )
     # The hash is checked even for an unknown email: the answer takes as long either way.
-    matches = password_matches(user.password_hash if user else None, password)
+    try:
+        matches = await context.password_checks.matches(
+            user.password_hash if user else None, password
+        )
+    except ChecksBusy:  # filled up since the check above; the attempt stays counted
+        return _busy(request, context, email)
     if user is None or not matches:
         async with transaction(context.sessions) as session:
-            failures = await throttle.record_failure(session, email)
+            failures = await throttle.failures(session, key)
             _audit(session, Action.SIGN_IN_FAILED, user, email, ip)
         if failures >= throttle.FREE_FAILURES:
             logger.warning("sign-in for %s failed %d times in a row", email, failures)
-        return _sign_in_form(request, status=401, email=email, error=WRONG_CREDENTIALS)
+        return _sign_in_form(request, context, status=401, email=email, error=WRONG_CREDENTIALS)
     refusal = _refusal(user, account)
-    if refusal is not None:
-        async with transaction(context.sessions) as session:
-            _audit(session, Action.SIGN_IN_FAILED, user, email, ip, target=refusal)
-        return _sign_in_form(request, status=403, email=email, error=refusal)
-    lifetime = timedelta(hours=context.settings.console_session_hours)
     async with transaction(context.sessions) as session:
-        await throttle.clear(session, email)
-        token = await start_session(session, user, lifetime)
-        _audit(session, Action.SIGN_IN, user, email, ip)
+        await throttle.clear(session, key)  # the password was right
+        if refusal is not None:
+            _audit(session, Action.SIGN_IN_FAILED, user, email, ip, target=refusal)
+        else:
+            lifetime = timedelta(hours=context.settings.console_session_hours)
+            token = await start_session(session, user, lifetime)
+            _audit(session, Action.SIGN_IN, user, email, ip)
+    if refusal is not None:
+        return _sign_in_form(request, context, status=403, email=email, error=refusal)
     response = redirect(f"{CONSOLE_PREFIX}/orgs")
     set_cookie(request, response, SESSION_COOKIE, token, int(lifetime.total_seconds()))
     clear_cookie(request, response, PRE_SESSION_COOKIE)
     return response
+
+
+def _busy(request: Request, context: AppContext, email: str) -> Response:
+    logger.warning("sign-in for %s refused: every password check is busy", email)
+    return _sign_in_form(
+        request,
+        context,
+        status=503,
+        email=email,
+        error="Too many sign-ins at this moment. Try again in a few seconds.",
+        retry_after=1,
+    )
 
 
 def _audit(

@@ -22,6 +22,8 @@ from voice_service.tenancy.service import ACTIVE, UnknownId, require_account
 MIN_PASSWORD_LENGTH = 12
 MAX_PASSWORD_LENGTH = 1024  # argon2 takes any length; this only bounds the work asked of it
 DISABLED = "disabled"
+MAX_EMAIL_LENGTH = 320  # RFC 3696's bound, and the column's width
+MAX_EMAIL_LOCAL_PART = 64
 
 _hasher = PasswordHasher()
 # Verified when the email is unknown, so that an unknown email costs what a wrong password
@@ -44,8 +46,29 @@ class NewUser:
     generated_password: str | None  # set when none was given: shown once
 
 
+class InvalidEmail(ValueError):
+    def __init__(self, email: str) -> None:
+        super().__init__(f"{email!r} is not an email address.")
+
+
 def normalize_email(email: str) -> str:
-    return email.strip().lower()
+    """The one form an email is stored, looked up and throttled under: no surrounding
+    whitespace (Unicode's included), lower case. Raises `InvalidEmail` unless the result
+    is an address: one @ between non-empty parts, no whitespace or control characters,
+    at most 320 characters (64 before the @)."""
+    normalized = email.strip().lower()
+    local, at, domain = normalized.partition("@")
+    if (
+        not at
+        or not local
+        or not domain
+        or "@" in domain
+        or len(local) > MAX_EMAIL_LOCAL_PART
+        or len(normalized) > MAX_EMAIL_LENGTH
+        or not all(char.isprintable() and not char.isspace() for char in normalized)
+    ):
+        raise InvalidEmail(email)
+    return normalized
 
 
 def check_password(password: str) -> None:
@@ -79,8 +102,6 @@ async def create_user(
 ) -> NewUser:
     await require_account(session, account_id)
     email = normalize_email(email)
-    if "@" not in email or len(email) > 320:
-        raise ValueError(f"{email!r} is not an email address.")
     if await find_by_email(session, email) is not None:
         raise EmailTaken(email)
     generated = generate_password() if password is None else None
@@ -97,7 +118,8 @@ async def create_user(
 
 
 async def find_by_email(session: AsyncSession, email: str) -> User | None:
-    return await session.scalar(select(User).where(User.email == normalize_email(email)))
+    """The user with this address, given as `normalize_email` returned it."""
+    return await session.scalar(select(User).where(User.email == email))
 
 
 async def require_user(session: AsyncSession, user_id: str) -> User:
