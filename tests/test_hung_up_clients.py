@@ -19,7 +19,7 @@ import pytest
 from tests.audio.wav import silent_wav
 from tests.servers import Server, eventually, running_server
 
-SEND_TIMEOUT_SECONDS = 10
+SEND_TIMEOUT_SECONDS = 15
 # About five minutes of speech: no stream gets near its end in these tests.
 LONG_TEXT = ("This sentence is one of many that make a long text. " * 95)[:4900]
 WHOLE_PCM_BYTES = 2 * 24000 * 300  # 16-bit samples at 24 kHz
@@ -113,8 +113,8 @@ def test_clients_that_read_nothing_hold_no_worker_and_are_cut_off_unbilled(
             sock.close()
     for row in posts_of(server, attacker_id):
         assert (row["status"], row["error_code"]) == (499, "CLIENT_CLOSED_REQUEST")
-        # What the kernel's buffers took (a minute of audio, here), far short of the whole.
-        assert 0 < int(str(row["bytes_sent"])) < WHOLE_PCM_BYTES // 2
+        # What the buffers took (the server bounds its socket's), far short of the whole.
+        assert 0 < int(str(row["bytes_sent"])) < WHOLE_PCM_BYTES // 10
     assert billed(server, attacker_id) == 0
 
 

@@ -1,11 +1,12 @@
-"""The inference pool runs generators a step at a time: a slot only while an item is made,
-one item ahead at most, a stream's next step before new jobs, and nothing for a job whose
-client has left."""
+"""The inference pool runs generators a step at a time, one item ahead at most: a caller
+that keeps up keeps its worker, one that stops asking holds none and gets one again before
+new jobs do, and a job whose client has left stops (or never starts)."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 
 import pytest
@@ -54,6 +55,10 @@ async def drain(items: AsyncIterator[int]) -> None:
         pass
 
 
+async def collect(items: AsyncIterator[int]) -> list[int]:
+    return [item async for item in items]
+
+
 def waiting(pool: InferencePool) -> int:
     return pool.queues()[Capability.TEXT_TO_SPEECH]["waiting"]
 
@@ -91,6 +96,57 @@ async def test_a_second_stream_runs_while_the_first_reader_dawdles() -> None:
     assert await anext(first) == 1
     await first.aclose()
     await second.aclose()
+    pool.shutdown()
+
+
+async def test_many_streams_get_every_item_once_and_in_order() -> None:
+    # Steps of uneven length, callers of uneven speed: whatever the interleaving, each
+    # generator runs one step at a time (else Python raises "generator already executing")
+    # and its caller gets each item once.
+    pool = InferencePool(
+        2, queue_timeout=30, max_queued=256, metrics=Metrics(org_labels=False, shared_directory=None)
+    )
+
+    def uneven(count: int, pause: float) -> Iterator[int]:
+        for index in range(count):
+            if index % 3 == 1:  # and the others instant: done before their caller wakes
+                time.sleep(pause)
+            yield index
+
+    async def read(number: int) -> list[int]:
+        got = []
+        async for item in pool.stream(SPEECH, uneven, 12, 0.001 * (number % 4)):
+            got.append(item)
+            await asyncio.sleep(0.002 * (number % 2))
+        return got
+
+    results = await asyncio.gather(*(read(number) for number in range(128)))
+    assert results == [list(range(12))] * 128
+    await until(lambda: pool.in_use == 0)
+    pool.shutdown()
+
+
+async def test_a_caller_that_keeps_up_keeps_its_worker() -> None:
+    pool = one_slot_pool()
+    log: list[str] = []
+    gate = threading.Event()
+
+    def gated(count: int) -> Iterator[int]:
+        for index in range(count):
+            if index == 1:
+                gate.wait()  # item 1 is made only once a new job waits for the slot
+            log.append(f"item {index}")
+            yield index
+
+    items = pool.stream(SPEECH, gated, 3)
+    assert await anext(items) == 0
+    rest = asyncio.ensure_future(collect(items))  # asks for each item as soon as it has one
+    newcomer = asyncio.ensure_future(pool.run(SPEECH, log.append, "new job"))
+    await until(lambda: waiting(pool) == 1)
+    gate.set()
+    assert await rest == [1, 2]
+    await newcomer
+    assert log == ["item 0", "item 1", "item 2", "new job"]
     pool.shutdown()
 
 

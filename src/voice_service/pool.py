@@ -26,6 +26,11 @@ logger = logging.getLogger(__name__)
 
 P = ParamSpec("P")
 T = TypeVar("T")
+# A step's outcome, on the event loop.
+Step = asyncio.Future
+# Called on the event loop when a step is done, with the step and when its slot was taken:
+# whether the slot goes on to the job's next step rather than back to the pool.
+AfterStep = Callable[[Future[T], float], bool]
 
 
 # Inference threads run at a lower CPU priority than the event loop: with every core busy
@@ -75,48 +80,40 @@ class InferencePool:
     async def run(self, job: Job, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         held = _Held(job)
         await self._take_slot(job, under_way=False)
-        future = self._submit(held, functools.partial(fn, *args, **kwargs))
+
+        def finished(_step: Future[T], _since: float) -> bool:
+            self._finished(held)
+            return False  # the slot goes back
+
         # The slot frees when the thread is done, not when a disconnected caller gives up.
-        loop = asyncio.get_running_loop()
-        future.add_done_callback(lambda _: loop.call_soon_threadsafe(self._finished, held))
+        outcome = self._submit(held, functools.partial(fn, *args, **kwargs), finished)
         with _timeouts_as_provider_errors(fn):
-            return await asyncio.wrap_future(future)
+            return await outcome
 
     async def stream(
         self, job: Job, fn: Callable[P, Iterator[T]], *args: P.args, **kwargs: P.kwargs
     ) -> AsyncGenerator[T, None]:
-        """The items of the generator `fn(...)`, each made in a worker thread.
-
-        A slot is held only while an item is being made. The next item is made while the
-        caller handles this one, and no further; its slot is given back as soon as it is
-        made, so a caller that stops asking (a client that stops reading) holds no worker.
-        Each item after the first takes a slot again, ahead of jobs not yet started.
-        Closing early (a client that left) closes the generator between items."""
+        """The items of the generator `fn(...)`, each made in a worker thread, one step at a
+        time (see `_Steps`): the next item is made while the caller handles this one, and
+        no further, so a caller that stops asking (a client that stops reading) holds the
+        generator back and, once its item ahead is made, no worker. Closing early (a client
+        that left) closes the generator between items."""
         held = _Held(job)
         items = fn(*args, **kwargs)  # a generator: nothing runs before its first item
         await self._take_slot(job, under_way=False)
-        next_item = functools.partial(_next_or_done, items)
-        step = self._submit(held, next_item)
-        ahead: asyncio.Task[Future[object]] | None = None
+        steps = _Steps(self, held, functools.partial(_next_or_done, items))
         try:
             while True:
                 with _timeouts_as_provider_errors(fn):
-                    item = await asyncio.wrap_future(step)
+                    item = await steps.next_item()
                 if item is _DONE:
                     return
-                ahead = asyncio.ensure_future(self._next_step(held, next_item))
                 yield cast(T, item)
-                step = await ahead
-                ahead = None
         finally:
-            self._close_when_idle(held, items, ahead)
-
-    async def _next_step(self, held: _Held, work: Callable[[], object]) -> Future[object]:
-        await self._take_slot(held.job, under_way=True)
-        return self._submit(held, work)
+            self._close_when_idle(held, items, steps.stop())
 
     def _close_when_idle(
-        self, held: _Held, items: Iterator[Any], ahead: asyncio.Task[Future[object]] | None
+        self, held: _Held, items: Iterator[Any], ahead: asyncio.Task[Step[object]] | None
     ) -> None:
         """Close the generator once no thread runs it (it cannot be closed while one does),
         without a slot: closing only runs its `finally` blocks. Callbacks, not awaits: this
@@ -173,18 +170,32 @@ class InferencePool:
             if not under_way:
                 self._metrics.waited(job.capability, time.monotonic() - waiting_since)
 
-    def _submit(self, held: _Held, work: Callable[[], T]) -> Future[T]:
-        """Run one step of `held` in a thread, on the slot just taken; the slot is given
-        back when the thread is done."""
+    def _submit(
+        self,
+        held: _Held,
+        work: Callable[[], T],
+        after: AfterStep[T] | None = None,
+        since: float | None = None,
+    ) -> Step[T]:
+        """Run one step of `held` in a thread on the slot it holds (since `since`, or now).
+        When the thread is done, on the event loop: the slot is given back, unless
+        `after(step, since)` passed it on to the job's next step; then the returned future
+        gets the step's outcome (so whoever awaits it sees the slot's fate decided)."""
         loop = asyncio.get_running_loop()
-        since = time.monotonic()
-        future = self._executor.submit(held.step, work)
-        held.last_step = future
+        held_since = time.monotonic() if since is None else since
+        step = self._executor.submit(held.step, work)
+        held.last_step = step
+        outcome: Step[T] = loop.create_future()
         capability = held.job.capability
-        future.add_done_callback(
-            lambda _: loop.call_soon_threadsafe(self._release, capability, since)
-        )
-        return future
+
+        def done() -> None:
+            if after is None or not after(step, held_since):
+                self._release(capability, held_since)
+            if not outcome.cancelled():  # its awaiter gave up; the thread ran on regardless
+                _copy_outcome(step, outcome)
+
+        step.add_done_callback(lambda _: loop.call_soon_threadsafe(done))
+        return outcome
 
     def _release(self, capability: Capability, since: float) -> None:
         queue = self._queues[capability]
@@ -202,6 +213,66 @@ class InferencePool:
 
     def shutdown(self) -> None:
         self._executor.shutdown(wait=True, cancel_futures=True)
+
+
+class _Steps:
+    """The steps of one generator job, each making one item in a worker thread.
+
+    A step whose item the caller is already waiting for passes its slot straight on to the
+    next step: the next item is made while the caller handles this one, and a caller that
+    keeps up keeps its worker. A step that finishes before the caller asks (a client not
+    reading) gives its slot back; when the caller does ask, the next step takes a slot
+    again, ahead of jobs not yet started. A job whose client left is not continued."""
+
+    def __init__(self, pool: InferencePool, held: _Held, work: Callable[[], object]) -> None:
+        self._pool = pool
+        self._held = held
+        self._work = work
+        self._waiting = False  # the caller awaits the current step's item
+        self._chained: Step[object] | None = None  # the next step, on the current's slot
+        self._ahead: asyncio.Task[Step[object]] | None = None  # taking a slot for it
+        self._current: Step[object] | None = pool._submit(held, work, self._keep_slot)
+
+    async def next_item(self) -> object:
+        self._waiting = True
+        try:
+            if self._current is None:
+                assert self._ahead is not None
+                self._current = await self._ahead
+                self._ahead = None
+            item = await self._current
+        finally:
+            self._waiting = False
+        self._current, self._chained = self._chained, None
+        if self._current is None and item is not _DONE:
+            self._ahead = asyncio.ensure_future(self._next_step())
+        return item
+
+    def stop(self) -> asyncio.Task[Step[object]] | None:
+        """No more steps: the task still taking a slot for one, if any, to be ended."""
+        self._waiting = False
+        return self._ahead
+
+    def _keep_slot(self, step: Future[object], since: float) -> bool:
+        abandoned = self._held.job.abandoned
+        if (
+            not self._waiting
+            or self._chained is not None  # one ahead already: the caller has not taken it
+            or step.cancelled()
+            or step.exception() is not None
+            or step.result() is _DONE
+            or (abandoned is not None and abandoned.is_set())
+        ):
+            return False
+        try:
+            self._chained = self._pool._submit(self._held, self._work, self._keep_slot, since)
+        except RuntimeError:  # the pool has shut down
+            return False
+        return True
+
+    async def _next_step(self) -> Step[object]:
+        await self._pool._take_slot(self._held.job, under_way=True)
+        return self._pool._submit(self._held, self._work, self._keep_slot)
 
 
 class _Slots:
@@ -283,6 +354,15 @@ class _Held:
 
 
 _DONE = object()
+
+
+def _copy_outcome(step: Future[T], outcome: Step[T]) -> None:
+    if step.cancelled():  # queued when the pool shut down
+        outcome.cancel()
+    elif (error := step.exception()) is not None:
+        outcome.set_exception(error)
+    else:
+        outcome.set_result(step.result())
 
 
 def _next_or_done(items: Iterator[T]) -> T | object:

@@ -16,8 +16,10 @@ every protocol instance (`app_state`): no globals, and each worker process has i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
+import socket
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +46,7 @@ logger = logging.getLogger(__name__)
 STATE_KEY = "connection_policy"  # the lifespan state entry this protocol reads
 TLS_HANDSHAKE = 0x16  # the first byte of a TLS record carrying a ClientHello
 REFUSAL_WARNING_SECONDS = 10.0  # a flood of refusals logs one line per interval, not each
+SEND_BUFFER_BYTES = 128 * 1024  # per connection; Linux doubles it for its own bookkeeping
 
 
 @dataclass(slots=True)
@@ -109,6 +112,7 @@ class HttpProtocol(HttpToolsProtocol):
             self._policy.note_refusal(self.loop.time(), self._capacity)
             return
         super().connection_made(transport)
+        _bound_send_buffer(transport)
         self._started_at = self.loop.time()
         self._arm_header_timer()  # a fresh connection's headers are due from its opening
 
@@ -297,6 +301,16 @@ class HttpProtocol(HttpToolsProtocol):
             return "-", "-"
         method = self.parser.get_method().decode("ascii", "replace")
         return method, _loggable(self.url.split(b"?", 1)[0])
+
+
+def _bound_send_buffer(transport: asyncio.Transport) -> None:
+    """Bound what the kernel holds for a client that does not read (Linux grows a socket's
+    send buffer up to megabytes: a minute of PCM speech made for no one). Audio at any
+    rate served still flows: the bound allows over a megabyte a second at 200 ms RTT."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER_BYTES)
 
 
 def _loggable(raw: bytes) -> str:
