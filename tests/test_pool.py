@@ -104,7 +104,10 @@ async def test_many_streams_get_every_item_once_and_in_order() -> None:
     # generator runs one step at a time (else Python raises "generator already executing")
     # and its caller gets each item once.
     pool = InferencePool(
-        2, queue_timeout=30, max_queued=256, metrics=Metrics(org_labels=False, shared_directory=None)
+        2,
+        queue_timeout=30,
+        max_queued=256,
+        metrics=Metrics(org_labels=False, shared_directory=None),
     )
 
     def uneven(count: int, pause: float) -> Iterator[int]:

@@ -111,12 +111,16 @@ def test_stream_sends_deltas_then_the_whole_text(
     assert words_of(done.text) == words_of(TEXT)
 
 
+# Whisper base's int8 arithmetic differs slightly with the CPU's instruction set, and a
+# sentence it barely translates comes out translated on one CPU and left in the speech's
+# own language on another ("Buenos días. Hoy hace muy buen tiempo. Me gusta mucho el café."
+# did). These translated into English on every instruction set and espeak-ng rendition tried.
 @pytest.mark.filterwarnings("ignore:deprecated:DeprecationWarning")  # the SDK's, on translations
 @pytest.mark.parametrize(
     ("language", "text", "expected"),
     [
-        ("es", "Buenos días. Hoy hace muy buen tiempo. Me gusta mucho el café.", "coffee"),
-        ("fr", "Bonjour. Aujourd'hui il fait très beau. J'aime beaucoup le café.", "coffee"),
+        ("es", "El café está muy caliente.", "coffee"),
+        ("fr", "Je voudrais une tasse de café, s'il vous plaît.", "coffee"),
     ],
 )
 def test_translation_into_english(
