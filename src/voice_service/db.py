@@ -13,7 +13,17 @@ from typing import IO, Any, TypeVar
 import sqlalchemy
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Connection, Dialect, Insert, Table, event, make_url, text
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Dialect,
+    Insert,
+    Table,
+    TextClause,
+    event,
+    make_url,
+    text,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
@@ -123,10 +133,20 @@ async def transaction(
         yield session
 
 
-def insert_if_absent(dialect: Dialect, model: type[Any] | Table) -> Insert:
-    """An INSERT that skips rows whose key exists (PostgreSQL and SQLite alike)."""
+def insert_if_absent(
+    dialect: Dialect,
+    model: type[Any] | Table,
+    *,
+    index_elements: list[str] | None = None,
+    index_where: ColumnElement[bool] | TextClause | None = None,
+) -> Insert:
+    """An INSERT that skips rows whose key exists (PostgreSQL and SQLite alike): any key,
+    or only the unique index on `index_elements` (partial: `index_where`), so that a
+    conflict on another one still fails."""
     insert = postgresql.insert if dialect.name == "postgresql" else sqlite.insert
-    return insert(model).on_conflict_do_nothing()
+    return insert(model).on_conflict_do_nothing(
+        index_elements=index_elements, index_where=index_where
+    )
 
 
 async def run_in_transaction(settings: Settings, work: Callable[[AsyncSession], Awaitable[T]]) -> T:

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sqlalchemy import Insert, select, text
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from voice_service.auth.keys import SecretHasher, generate_secret
+from voice_service.db import insert_if_absent
 from voice_service.ids import new_id
 from voice_service.models import LIVE_CONSOLE_KEY, ApiKey, Organization
 
@@ -76,17 +76,18 @@ async def _live_console_key(session: AsyncSession, org_id: str) -> str | None:
 
 def _insert_console_key(session: AsyncSession, hasher: SecretHasher, org_id: str) -> Insert:
     unusable = generate_secret()
-    insert = postgresql.insert if session.get_bind().dialect.name == "postgresql" else sqlite.insert
-    return (
-        insert(ApiKey)
-        .values(
-            id=new_id("key"),
-            org_id=org_id,
-            name="console",
-            prefix="console",
-            secret_hash=hasher.hash(unusable.secret),
-            kind=CONSOLE,
-        )
-        # Only a conflict on the one-console-key index is the race; any other is an error.
-        .on_conflict_do_nothing(index_elements=["org_id"], index_where=text(LIVE_CONSOLE_KEY))
+    # Only a conflict on the one-console-key index is the race; any other is an error.
+    insert = insert_if_absent(
+        session.get_bind().dialect,
+        ApiKey,
+        index_elements=["org_id"],
+        index_where=text(LIVE_CONSOLE_KEY),
+    )
+    return insert.values(
+        id=new_id("key"),
+        org_id=org_id,
+        name="console",
+        prefix="console",
+        secret_hash=hasher.hash(unusable.secret),
+        kind=CONSOLE,
     )
