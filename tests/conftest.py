@@ -1,37 +1,19 @@
-"""Fixtures: real engines (loaded once), a database built by the migrations, real tenants.
-
-The suite runs on SQLite by default. With VOICE_SERVICE_DATABASE_URL pointing at a
-PostgreSQL server it runs on a fresh database made there for the session, and with
-VOICE_SERVICE_REDIS_URL the rate limits live in that Redis.
-"""
+"""Fixtures: real engines (loaded once), a database built by the migrations, real tenants
+(see tests/helpers/app.py for the backends the suite runs on)."""
 
 from __future__ import annotations
 
-import asyncio
-import os
-import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import TypeVar
 
 import httpx
 import pytest
 from fastapi import FastAPI
-from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import AsyncSession
 
+from tests.helpers.app import Tenant, Tenants, fresh_database, make_settings, running
 from voice_service.app import create_app
-from voice_service.auth.keys import SecretHasher
-from voice_service.db import run_in_transaction
 from voice_service.engines.registry import Engines
 from voice_service.settings import Settings
-from voice_service.tenancy import service as tenancy
-
-TEST_PEPPER = "test-pepper"
-REDIS_URL = os.environ.get("VOICE_SERVICE_REDIS_URL")
-T = TypeVar("T")
 
 
 @pytest.fixture(scope="session")
@@ -50,71 +32,9 @@ def database_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield url
 
 
-@contextmanager
-def fresh_database(directory: Path) -> Iterator[str]:
-    """An empty database on the suite's backend: a SQLite file in `directory`, or a new
-    database on the PostgreSQL server VOICE_SERVICE_DATABASE_URL names, dropped after."""
-    server_url = os.environ.get("VOICE_SERVICE_DATABASE_URL")
-    if not server_url:
-        yield f"sqlite+aiosqlite:///{directory / 'voice-service.db'}"
-        return
-    name = f"voice_service_test_{secrets.token_hex(4)}"
-    asyncio.run(_admin_sql(server_url, f'CREATE DATABASE "{name}"'))
-    try:
-        yield make_url(server_url).set(database=name).render_as_string(hide_password=False)
-    finally:
-        asyncio.run(_admin_sql(server_url, f'DROP DATABASE "{name}" WITH (FORCE)'))
-
-
-async def _admin_sql(server_url: str, statement: str) -> None:
-    import asyncpg
-
-    url = make_url(server_url)
-    connection = await asyncpg.connect(
-        host=url.host,
-        port=url.port,
-        user=url.username,
-        password=url.password,
-        database=url.database,
-    )
-    try:
-        await connection.execute(statement)
-    finally:
-        await connection.close()
-
-
-def make_settings(data_dir: Path, database_url: str, **overrides: object) -> Settings:
-    values: dict[str, object] = {
-        "data_dir": data_dir,
-        "database_url": database_url,
-        "redis_url": REDIS_URL,
-        "key_pepper": TEST_PEPPER,
-        "pool_size": 2,
-        # Deadlines are wall-clock: on a loaded machine the default could stop ordinary
-        # work. Tests of the deadline itself set budgets no machine can meet.
-        "inference_timeout_seconds": 3600.0,
-        # Likewise a log batch past this goes to the spool, and its row reaches the database
-        # a second later: tests that read a row right after its answer would race that.
-        "db_timeout_seconds": 30.0,
-    }
-    values.update(overrides)
-    return Settings(**values)  # type: ignore[arg-type]
-
-
 @pytest.fixture
 def settings(tmp_path: Path, database_url: str) -> Settings:
     return make_settings(tmp_path, database_url)
-
-
-@asynccontextmanager
-async def running(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
-    """The app with its lifespan run, and a client whose base URL is the API's."""
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(
-            transport=transport, base_url="http://testserver/api/v1", timeout=120
-        ) as client:
-            yield client
 
 
 @pytest.fixture
@@ -126,52 +46,6 @@ async def app(settings: Settings, engines: Engines) -> FastAPI:
 async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
     async with running(app) as client:
         yield client
-
-
-@dataclass(frozen=True)
-class Tenant:
-    account_id: str
-    org_id: str
-    key_id: str
-    secret: str
-
-    @property
-    def headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.secret}"}
-
-
-class Tenants:
-    """Makes organizations and keys through the same service the admin CLI uses."""
-
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-
-    async def create(
-        self,
-        *,
-        account_id: str | None = None,
-        rate_limit: int | None = None,
-        clone_limit: int | None = None,
-    ) -> Tenant:
-        async def work(session: AsyncSession) -> Tenant:
-            org = await tenancy.create_org(session, "test org", account_id, clone_limit)
-            return await self._key(session, org.id, org.account_id, rate_limit)
-
-        return await self.run(work)
-
-    async def add_key(self, tenant: Tenant, rate_limit: int | None = None) -> Tenant:
-        return await self.run(lambda s: self._key(s, tenant.org_id, tenant.account_id, rate_limit))
-
-    async def _key(
-        self, session: AsyncSession, org_id: str, account_id: str, rate_limit: int | None
-    ) -> Tenant:
-        created = await tenancy.create_key(
-            session, SecretHasher(TEST_PEPPER.encode()), org_id, None, rate_limit
-        )
-        return Tenant(account_id, org_id, created.key.id, created.secret)
-
-    async def run(self, work: Callable[[AsyncSession], Awaitable[T]]) -> T:
-        return await run_in_transaction(self.settings, work)
 
 
 @pytest.fixture

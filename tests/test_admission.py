@@ -16,14 +16,14 @@ from fastapi import FastAPI
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from tests.api.test_errors import assert_error
-from tests.conftest import Tenant, Tenants, running
+from tests.helpers.api import assert_error
+from tests.helpers.app import Tenant, Tenants, running
+from tests.helpers.voices import JOE
 from voice_service.admission import Capability, CapabilityQueue, Job
 from voice_service.app import create_app
 from voice_service.context import AppContext
 from voice_service.engines.registry import Engines
 from voice_service.errors import NodeBusy
-from voice_service.ids import catalogue_voice_id
 from voice_service.metrics.registry import Metrics
 from voice_service.models import RequestLogEntry, UsageRecord
 from voice_service.pool import InferencePool
@@ -33,7 +33,6 @@ pytestmark = pytest.mark.anyio
 
 SPEECH = Job(Capability.TEXT_TO_SPEECH, "piper")
 TRANSCRIPTION = Job(Capability.SPEECH_TO_TEXT, "whisper")
-JOE = catalogue_voice_id("piper:en_US-joe-medium")
 # Longer than any test runs: a request that queued instead of being refused would hang
 # (and fail on the suite's guard) rather than pass by luck.
 NEVER = 3600.0

@@ -10,11 +10,11 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from tests.conftest import TEST_PEPPER, running
+from tests.helpers.app import TEST_PEPPER, running
+from tests.helpers.voices import JOE
 from voice_service.app import create_app
 from voice_service.cli import app as cli
 from voice_service.engines.registry import Engines
-from voice_service.ids import catalogue_voice_id
 from voice_service.settings import Settings
 
 
@@ -118,7 +118,7 @@ def test_cli_changes_take_effect_over_http(  # type: ignore[no-untyped-def]
     org = admin("orgs", "create", "Acme")
     key = admin("keys", "create", org["id"])
     headers = {"Authorization": f"Bearer {key['secret']}"}
-    joe = catalogue_voice_id("piper:en_US-joe-medium")
+    joe = JOE
 
     async def call(method: str, path: str, **kwargs: Any) -> httpx.Response:
         async with running(create_app(settings, engines)) as client:

@@ -10,12 +10,12 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncSession
 from typer.testing import CliRunner
 
-from tests.conftest import TEST_PEPPER
+from tests.helpers.app import TEST_PEPPER
+from tests.helpers.voices import JOE
 from voice_service.cli import _welcome
 from voice_service.cli import app as cli
 from voice_service.console.audit import Action, record_event
 from voice_service.db import run_in_transaction
-from voice_service.ids import catalogue_voice_id
 from voice_service.models import User
 from voice_service.settings import Settings
 from voice_service.tenancy.users import password_matches
@@ -169,6 +169,6 @@ def test_the_first_start_banner_names_the_account_and_a_real_voice() -> None:
     first = {"org_id": "org_1", "account_id": "acct_1", "key_id": "key_1", "api_key": "vs_x"}
     text = _welcome("http://127.0.0.1:8000/api/v1", first)
     assert "acct_1" in text and "http://127.0.0.1:8000/console/" in text
-    assert catalogue_voice_id("piper:en_US-joe-medium") in text
+    assert JOE in text
     later = _welcome("http://127.0.0.1:8000/api/v1", {"org_id": "org_1", "account_id": "acct_1"})
     assert "users create acct_1" in later

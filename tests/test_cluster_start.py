@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tests.conftest import TEST_PEPPER, fresh_database, make_settings, running
+from tests.helpers.app import TEST_PEPPER, fresh_database, make_settings, running
 from voice_service.app import create_app
 from voice_service.auth.keys import MissingPepper, load_pepper
 from voice_service.cli import _bootstrap

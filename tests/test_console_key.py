@@ -16,18 +16,17 @@ from sqlalchemy import Connection
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
-from tests.conftest import Tenants, fresh_database, make_settings, running
+from tests.helpers.app import Tenants, fresh_database, make_settings, running
+from tests.helpers.voices import JOE
 from voice_service.app import create_app
 from voice_service.db import MIGRATIONS_DIR, create_engine, migrate
 from voice_service.engines.registry import Engines
-from voice_service.ids import catalogue_voice_id
 from voice_service.models import ApiKey, UTCDateTime
 from voice_service.settings import Settings
 from voice_service.tenancy import service as tenancy
 from voice_service.tenancy import users
 
 PASSWORD = "correct horse battery staple"
-JOE = catalogue_voice_id("piper:en_US-joe-medium")
 PARALLEL = 8
 
 

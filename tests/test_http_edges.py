@@ -20,7 +20,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.servers import Server, eventually, running_server
+from tests.helpers.servers import Server, running_server
+from tests.helpers.waiting import eventually
 
 REQUEST_ID = re.compile(r"^req_[0-9a-f]{24}$")
 PATIENCE = 60.0  # seconds a test waits for something the server does within one or two

@@ -16,8 +16,9 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.audio.wav import silent_wav
-from tests.servers import Server, eventually, running_server
+from tests.helpers.servers import Server, running_server
+from tests.helpers.waiting import eventually
+from tests.helpers.wav import silent_wav
 
 SEND_TIMEOUT_SECONDS = 15
 # About five minutes of speech: no stream gets near its end in these tests.

@@ -8,10 +8,8 @@ from pathlib import Path
 
 import httpx
 
-from tests.servers import running_server
-from voice_service.ids import catalogue_voice_id
-
-JOE = catalogue_voice_id("piper:en_US-joe-medium")
+from tests.helpers.servers import running_server
+from tests.helpers.voices import JOE
 
 
 def test_json_lines_carry_each_request_s_fields_and_no_secret(tmp_path: Path) -> None:

@@ -22,20 +22,18 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from tests import speech_clips as clips
-from tests.api.test_cloning import clone, raised_voice_sample
-from tests.api.test_errors import assert_error
-from tests.conftest import REDIS_URL, Tenant, Tenants, fresh_database, make_settings, running
-from tests.servers import Server, running_server
+from tests.helpers import speech_clips as clips
+from tests.helpers.api import assert_error, clone, raised_voice_sample
+from tests.helpers.app import REDIS_URL, Tenant, Tenants, fresh_database, make_settings, running
+from tests.helpers.servers import Server, running_server
+from tests.helpers.voices import JOE
 from voice_service.app import create_app
 from voice_service.context import AppContext
 from voice_service.engines.registry import Engines
-from voice_service.ids import catalogue_voice_id
 from voice_service.models import RequestLogEntry, UsageRecord
 
 pytestmark = pytest.mark.anyio
 
-JOE = catalogue_voice_id("piper:en_US-joe-medium")
 UNKNOWN_VOICE = "voice_000000000000000000000000"
 BAD_KEY = {"Authorization": "Bearer vs_" + "x" * 40}
 METRICS = "http://testserver/metrics"

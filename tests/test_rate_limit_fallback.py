@@ -11,8 +11,8 @@ import redis.asyncio
 from sqlalchemy.engine import make_url
 
 from tests.cluster.faultproxy import FaultProxy
-from tests.conftest import REDIS_URL
-from tests.ports import free_port
+from tests.helpers.app import REDIS_URL
+from tests.helpers.ports import free_port
 from voice_service.errors import RateLimited
 from voice_service.ratelimit import RateLimiter
 

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.conftest import REDIS_URL
+from tests.helpers.app import REDIS_URL
 from voice_service.errors import RateLimited
 from voice_service.ratelimit import LocalWindows, RateLimiter
 

@@ -14,8 +14,8 @@ import av
 import httpx
 import pytest
 
-from tests.servers import CLI, Server, running_server
-from voice_service.ids import catalogue_voice_id
+from tests.helpers.servers import CLI, Server, running_server
+from tests.helpers.voices import JOE
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +48,7 @@ def test_text_to_speech_over_http_returns_mp3(server: Server) -> None:
         headers={"Authorization": f"Bearer {server.api_key}"},
         json={
             "text": "Hello from Voice Service.",
-            "voice_id": catalogue_voice_id("piper:en_US-joe-medium"),
+            "voice_id": JOE,
         },
         timeout=60,
     )

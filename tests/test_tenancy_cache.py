@@ -13,7 +13,7 @@ from fastapi import FastAPI
 from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.conftest import Tenant, running
+from tests.helpers.app import Tenant, running
 from voice_service.context import AppContext
 from voice_service.db import create_engine, migrate, session_factory, transaction
 from voice_service.settings import Settings

@@ -7,8 +7,8 @@ import pytest
 from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from tests.api.test_errors import assert_error
-from tests.conftest import Tenant, Tenants
+from tests.helpers.api import assert_error
+from tests.helpers.app import Tenant, Tenants
 from voice_service.auth.keys import generate_secret
 from voice_service.tenancy import service as tenancy
 

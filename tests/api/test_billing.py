@@ -9,10 +9,9 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.api.test_text_to_speech import usage_units
-from tests.api.test_transcription import transcribe
-from tests.audio.wav import silent_wav
-from tests.conftest import Tenant, Tenants
+from tests.helpers.api import transcribe, usage_units
+from tests.helpers.app import Tenant, Tenants
+from tests.helpers.wav import silent_wav
 
 pytestmark = pytest.mark.anyio
 

@@ -15,10 +15,10 @@ import pytest
 import pyworld
 from sqlalchemy import select
 
-from tests import speech_clips as clips
-from tests.api.test_errors import assert_error
-from tests.api.test_text_to_speech import JOE, speak, usage_units
-from tests.conftest import Tenant, Tenants, running
+from tests.helpers import speech_clips as clips
+from tests.helpers.api import assert_error, clone, raised_voice_sample, speak, usage_units
+from tests.helpers.app import Tenant, Tenants, running
+from tests.helpers.voices import JOE
 from voice_service.app import create_app
 from voice_service.engines.kokoro import SAMPLE_RATE as KOKORO_RATE
 from voice_service.engines.kokoro import clone_base_key
@@ -31,32 +31,9 @@ from voice_service.tenancy import service as tenancy
 pytestmark = pytest.mark.anyio
 
 
-def raised_voice_sample(tmp_path: Path) -> bytes:
-    """Joe played 1.6x faster: a shorter vocal tract and a higher voice, as a WAV file."""
-    joe = clips.english_speech(" ".join(clips.ENGLISH_TEXTS[:2]))
-    faster = Pcm(samples=joe.samples, sample_rate=int(joe.sample_rate * 1.6))
-    return clips.write_audio(tmp_path / "sample.wav", faster, "wav-s16").read_bytes()
-
-
 @pytest.fixture
 def sample(tmp_path: Path) -> bytes:
     return raised_voice_sample(tmp_path)
-
-
-async def clone(
-    client: httpx.AsyncClient,
-    tenant: Tenant,
-    sample: bytes,
-    **fields: str,
-) -> httpx.Response:
-    form = {"name": "My voice", "consent": "true", **fields}
-    form = {k: v for k, v in form.items() if v is not None}
-    return await client.post(
-        "/voices/clone",
-        headers=tenant.headers,
-        data=form,
-        files={"file": ("sample.bin", sample, "application/octet-stream")},
-    )
 
 
 async def test_clone_is_created_billed_and_stores_consent(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -12,7 +11,8 @@ import httpx
 import pytest
 from sqlalchemy import text
 
-from tests.conftest import Tenant, Tenants, make_settings, running
+from tests.helpers.api import REQUEST_ID, assert_error
+from tests.helpers.app import Tenant, Tenants, make_settings, running
 from voice_service.app import create_app
 from voice_service.db import create_engine
 from voice_service.engines.registry import Engines
@@ -20,22 +20,6 @@ from voice_service.ids import catalogue_voice_id
 from voice_service.models import RequestLogEntry
 
 pytestmark = pytest.mark.anyio
-
-REQUEST_ID = re.compile(r"^req_[0-9a-f]{24}$")
-
-
-def assert_error(response: httpx.Response, status: int, code: str) -> dict[str, str]:
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"] == "application/json"
-    body = response.json()
-    assert set(body) == {"error"}
-    error = body["error"]
-    assert set(error) == {"code", "message", "request_id"}
-    assert error["code"] == code
-    assert error["message"]
-    assert REQUEST_ID.match(error["request_id"])
-    assert error["request_id"] == response.headers["x-request-id"]
-    return error
 
 
 async def test_success_carries_a_request_id(client: httpx.AsyncClient, tenant: Tenant) -> None:

@@ -13,12 +13,18 @@ import httpx
 import numpy as np
 import pytest
 
-from tests import speech_clips as clips
-from tests.api.test_cloning import clone, raised_voice_sample
-from tests.api.test_errors import assert_error
-from tests.api.test_text_to_speech import GERMAN, JOE, mp3_facts, speak, usage_units
-from tests.api.test_transcription import transcribe
-from tests.conftest import Tenant, Tenants, running
+from tests.helpers import speech_clips as clips
+from tests.helpers.api import (
+    assert_error,
+    clone,
+    mp3_facts,
+    raised_voice_sample,
+    speak,
+    transcribe,
+    usage_units,
+)
+from tests.helpers.app import Tenant, Tenants, running
+from tests.helpers.voices import GERMAN, JOE
 from voice_service.app import create_app
 from voice_service.engines.protocols import Pcm
 from voice_service.requestlog.repository import recent_requests

@@ -16,8 +16,8 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import select
 
-from tests.conftest import Tenants, fresh_database, make_settings, running
-from tests.dbfaults import refusing_log_rows
+from tests.helpers.app import Tenants, fresh_database, make_settings, running
+from tests.helpers.dbfaults import refusing_log_rows
 from voice_service.app import create_app
 from voice_service.context import AppContext
 from voice_service.engines.registry import Engines

@@ -11,12 +11,9 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.api.test_cloning import clone
-from tests.api.test_errors import assert_error
-from tests.api.test_text_to_speech import usage_units
-from tests.api.test_transcription import ACCEPTED, transcribe
-from tests.audio.wav import float_wav, zero_bit_wav
-from tests.conftest import Tenant, Tenants
+from tests.helpers.api import ACCEPTED, assert_error, clone, transcribe, usage_units
+from tests.helpers.app import Tenant, Tenants
+from tests.helpers.wav import float_wav, zero_bit_wav
 
 pytestmark = pytest.mark.anyio
 

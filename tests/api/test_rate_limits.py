@@ -10,8 +10,8 @@ import httpx
 import pytest
 import redis
 
-from tests.api.test_errors import assert_error
-from tests.conftest import REDIS_URL, Tenant, Tenants
+from tests.helpers.api import assert_error
+from tests.helpers.app import REDIS_URL, Tenant, Tenants
 from voice_service.errors import RateLimited
 from voice_service.ratelimit import RateLimiter
 

@@ -6,7 +6,7 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from tests.conftest import Tenant, Tenants
+from tests.helpers.app import Tenant, Tenants
 from voice_service.models import RequestLogEntry
 from voice_service.requestlog.repository import recent_requests
 

@@ -26,12 +26,10 @@ from pydantic import ValidationError
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from tests import speech_clips as clips
-from tests.api.test_cloning import clone, raised_voice_sample
-from tests.api.test_errors import assert_error
-from tests.api.test_text_to_speech import usage_units
-from tests.conftest import Tenant, Tenants, make_settings, running
-from tests.ports import free_port
+from tests.helpers import speech_clips as clips
+from tests.helpers.api import assert_error, clone, raised_voice_sample, usage_units
+from tests.helpers.app import Tenant, Tenants, make_settings, running
+from tests.helpers.ports import free_port
 from voice_service.app import create_app
 from voice_service.cloning import repository, samples
 from voice_service.cloning.samples import S3SampleStore

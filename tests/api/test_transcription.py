@@ -13,16 +13,13 @@ import pytest
 from bench.wer import words as word_list
 from fastapi import FastAPI
 
-from tests import speech_clips as clips
-from tests.api.test_errors import assert_error
-from tests.api.test_text_to_speech import usage_units
-from tests.conftest import Tenant, Tenants
+from tests.helpers import speech_clips as clips
+from tests.helpers.api import ACCEPTED, assert_error, transcribe, usage_units
+from tests.helpers.app import Tenant, Tenants
 from voice_service.requestlog.repository import recent_requests
 from voice_service.tenancy import service as tenancy
 
 pytestmark = pytest.mark.anyio
-
-ACCEPTED = "mp3, wav, m4a, webm, ogg"
 
 
 def words(text: str) -> set[str]:
@@ -32,25 +29,6 @@ def words(text: str) -> set[str]:
 def clip(tmp_path: Path, variant: str, text: str = clips.ENGLISH_TEXT) -> bytes:
     path = clips.write_audio(tmp_path / f"{variant}.bin", clips.english_speech(text), variant)
     return path.read_bytes()
-
-
-async def transcribe(
-    client: httpx.AsyncClient,
-    tenant: Tenant,
-    data: bytes,
-    *,
-    language: str | None = None,
-    endpoint: str = "/speech-to-text",
-    filename: str = "audio",
-    content_type: str = "application/octet-stream",
-) -> httpx.Response:
-    form = {"language": language} if language is not None else {}
-    return await client.post(
-        endpoint,
-        headers=tenant.headers,
-        files={"file": (filename, data, content_type)},
-        data=form,
-    )
 
 
 @pytest.mark.parametrize("variant", sorted(clips.FORMATS))

@@ -6,9 +6,9 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from tests.api.test_transcription import transcribe
-from tests.audio.wav import silent_wav
-from tests.conftest import Tenant
+from tests.helpers.api import transcribe
+from tests.helpers.app import Tenant
+from tests.helpers.wav import silent_wav
 from voice_service.context import AppContext
 
 pytestmark = pytest.mark.anyio

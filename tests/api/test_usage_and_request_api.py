@@ -8,7 +8,7 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from tests.conftest import Tenant, Tenants
+from tests.helpers.app import Tenant, Tenants
 from voice_service.models import RequestLogEntry, UsageRecord, utcnow
 
 pytestmark = pytest.mark.anyio

@@ -9,7 +9,8 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from tests.conftest import Tenant, running
+from tests.helpers.app import Tenant, running
+from tests.helpers.voices import JOE
 from voice_service.app import create_app
 from voice_service.engines.registry import Engines
 from voice_service.ids import catalogue_voice_id
@@ -45,7 +46,7 @@ async def test_catalogue_has_the_piper_voice_and_many_languages(
     client: httpx.AsyncClient, tenant: Tenant
 ) -> None:
     voices = await list_voices(client, tenant)
-    assert catalogue_voice_id("piper:en_US-joe-medium") in {v["id"] for v in voices}
+    assert JOE in {v["id"] for v in voices}
     base_languages = {str(v["language"]).split("-")[0] for v in voices}
     assert len(base_languages) >= 20
 
@@ -70,7 +71,7 @@ async def test_each_language_lists_its_best_voice_first(
     first: dict[str, str] = {}
     for voice in voices:
         first.setdefault(str(voice["language"]).split("-")[0], str(voice["name"]))
-    assert voices[0]["id"] == catalogue_voice_id("piper:en_US-joe-medium")
+    assert voices[0]["id"] == JOE
     for language in ("es", "fr", "it", "pt"):
         assert first[language].startswith("Kokoro "), first[language]
     assert first["de"] == "eSpeak German (basic)"

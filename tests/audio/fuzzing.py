@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tests import speech_clips as sc
+from tests.helpers import speech_clips as sc
 from voice_service.audio.decode import (
     AudioTooLong,
     NonFiniteAudio,

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from bench.audio import to_16k
 
-from tests import speech_clips as sc
-from tests.audio import wav
+from tests.helpers import speech_clips as sc
+from tests.helpers import wav
 from voice_service.audio.decode import (
     AudioTooLong,
     NonFiniteAudio,

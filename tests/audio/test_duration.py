@@ -14,7 +14,7 @@ import av
 import numpy as np
 import pytest
 
-from tests.audio.wav import silent_wav
+from tests.helpers.wav import silent_wav
 from voice_service.audio.decode import AudioTooLong, decode_audio
 from voice_service.audio.formats import identify_audio
 from voice_service.transcription.service import AudioInfo, billed_seconds

@@ -11,8 +11,8 @@ import av
 import numpy as np
 import pytest
 
-from tests import speech_clips as sc
-from tests.audio import wav
+from tests.helpers import speech_clips as sc
+from tests.helpers import wav
 from voice_service.audio.formats import (
     AudioFormat,
     UnsupportedAudio,

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tests.cluster.harness import Clip, Cluster, Key, Workload
-from tests.speech_clips import english_speech, write_audio
+from tests.helpers.speech_clips import english_speech, write_audio
 from voice_service.engines.protocols import Pcm
 
 CLUSTER_REDIS_DB = 1  # the rest of the suite uses db 0

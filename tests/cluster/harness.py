@@ -31,11 +31,11 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, create_async_engine
 
 from tests.cluster.faultproxy import FaultProxy, LoopThread
-from tests.conftest import TEST_PEPPER, fresh_database
-from tests.ports import free_port
+from tests.helpers.app import TEST_PEPPER, fresh_database
+from tests.helpers.ports import free_port
+from tests.helpers.voices import JOE
 from voice_service.auth.keys import SecretHasher
 from voice_service.db import run_in_transaction
-from voice_service.ids import catalogue_voice_id
 from voice_service.models import RequestLogEntry, UsageRecord
 from voice_service.settings import Settings
 from voice_service.tenancy import service as tenancy
@@ -63,7 +63,6 @@ SETTLE_TIMEOUT = 90.0
 DB_POOL_SIZE = 3
 DB_MAX_OVERFLOW = 2
 
-JOE = catalogue_voice_id("piper:en_US-joe-medium")
 UNKNOWN_VOICE = "voice_000000000000000000000000"
 BAD_KEY = "vs_" + "x" * 40
 

@@ -18,7 +18,7 @@ from tests.cluster.harness import (
     node_env,
     requires_backends,
 )
-from tests.conftest import fresh_database
+from tests.helpers.app import fresh_database
 
 pytestmark = requires_backends
 

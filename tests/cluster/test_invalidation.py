@@ -17,9 +17,9 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from tests import speech_clips as clips
 from tests.cluster.harness import Cluster, Key, requires_backends
-from tests.conftest import TEST_PEPPER
+from tests.helpers import speech_clips as clips
+from tests.helpers.app import TEST_PEPPER
 from voice_service.auth.keys import SecretHasher
 from voice_service.db import run_in_transaction
 from voice_service.tenancy import service as tenancy

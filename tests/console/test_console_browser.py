@@ -12,9 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests import speech_clips as clips
-from tests.console.conftest import ARTIFACTS, PASSWORD, Customer
-from tests.servers import Server
+from tests.helpers import speech_clips as clips
+from tests.helpers.console import ARTIFACTS, PASSWORD, Customer
+from tests.helpers.servers import Server
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 expect = playwright_api.expect

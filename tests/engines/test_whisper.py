@@ -15,7 +15,7 @@ from bench.audio import to_16k
 from bench.sentences import SENTENCES
 from bench.speech_set import SpeechDataMissingError, real_clips
 from bench.wer import word_errors, words
-from tests import speech_clips as sc
+from tests.helpers import speech_clips as sc
 
 from voice_service.audio.decode import decode_audio
 from voice_service.audio.formats import identify_audio

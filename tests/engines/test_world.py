@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 import pyworld
-from tests.speech_clips import ENGLISH_TEXTS, english_speech, espeak_speech, silence, tone
+from tests.helpers.speech_clips import ENGLISH_TEXTS, english_speech, espeak_speech, silence, tone
 
 from voice_service.engines.clone_base_profiles import PROFILES
 from voice_service.engines.kokoro import ALLOWED, KokoroEngine, clone_base_key

@@ -7,12 +7,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import make_settings
-from tests.live.conftest import LiveServer, audio_duration, serving, wait_for
+from tests.helpers.app import make_settings
+from tests.helpers.live import LiveServer, audio_duration, serving
+from tests.helpers.voices import JOE
+from tests.helpers.waiting import eventually
 from voice_service.engines.registry import Engines
-from voice_service.ids import catalogue_voice_id
 
-JOE = catalogue_voice_id("piper:en_US-joe-medium")
 PARAGRAPH = (
     "Streaming starts playing at once. Each sentence is sent when it is spoken. "
     "The listener hears the first while the rest is made."
@@ -64,7 +64,7 @@ def test_a_client_that_leaves_after_the_first_chunk_is_not_billed(live: LiveServ
     assert (row.status, row.error_code) == (499, "CLIENT_CLOSED_REQUEST")
     assert row.bytes_sent is not None and len(first) <= row.bytes_sent < 100_000
     assert live.usage_units(request_id) == []
-    assert wait_for(lambda: live.pool_in_use() == 0, 30), "the worker was not freed"
+    assert eventually(lambda: live.pool_in_use() == 0, 30), "the worker was not freed"
     spoken = [event for event in live.log.of(request_id) if "spoke chunk" in event]
     assert len(spoken) < 99  # synthesis stopped well before the end of the text
 
@@ -98,7 +98,7 @@ def test_a_stream_that_fails_midway_is_cut_off_logged_502_and_not_billed(
         assert (row.status, row.error_code) == (502, "PROVIDER_ERROR")
         assert row.bytes_sent is not None and row.bytes_sent > 0
         assert server.usage_units(request_id) == []
-        assert wait_for(lambda: server.pool_in_use() == 0, 30)
+        assert eventually(lambda: server.pool_in_use() == 0, 30)
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ import httpx
 import openai
 import pytest
 
-from tests.live.conftest import LiveServer
+from tests.helpers.live import LiveServer
 from voice_service.tenancy import service as tenancy
 
 

@@ -8,7 +8,7 @@ import json
 import openai
 import pytest
 
-from tests.live.conftest import LiveServer, audio_duration
+from tests.helpers.live import LiveServer, audio_duration
 from voice_service.openai_api.voices import voice_id_for
 
 TEXT = "The weather is lovely today. We could walk along the river after lunch."

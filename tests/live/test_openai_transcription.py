@@ -7,9 +7,9 @@ import re
 import openai
 import pytest
 
-from tests import speech_clips as clips
-from tests.live.conftest import LiveServer
-from voice_service.audio.encode import AudioFormat, encode
+from tests.helpers import speech_clips as clips
+from tests.helpers.live import LiveServer
+from voice_service.audio.encode import OutputFormat, encode
 
 TEXT = "The quick brown fox jumps over the lazy dog. It was a sunny day by the river."
 SRT_CUE = re.compile(
@@ -28,7 +28,7 @@ def client(live: LiveServer) -> openai.OpenAI:
 def speech() -> tuple[bytes, float]:
     """An MP3 of TEXT (Piper) and its length in seconds."""
     pcm = clips.english_speech(TEXT)
-    return encode([pcm], AudioFormat.MP3), pcm.duration_seconds
+    return encode([pcm], OutputFormat.MP3), pcm.duration_seconds
 
 
 def words_of(text: str) -> list[str]:
@@ -126,7 +126,7 @@ def test_stream_sends_deltas_then_the_whole_text(
 def test_translation_into_english(
     live: LiveServer, client: openai.OpenAI, language: str, text: str, expected: str
 ) -> None:
-    audio = encode([clips.fresh_espeak_speech(text, language)], AudioFormat.MP3)
+    audio = encode([clips.fresh_espeak_speech(text, language)], OutputFormat.MP3)
     result = client.audio.translations.create(
         model="whisper-1", file=("a.mp3", audio), response_format="verbose_json"
     )

@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from tests.conftest import Tenants
+from tests.helpers.app import Tenants
 
 TRIGGER = "refuse_log_rows"
 

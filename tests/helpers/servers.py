@@ -8,7 +8,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +16,7 @@ from typing import IO, Any
 
 import httpx
 
-from tests.ports import free_port
+from tests.helpers.ports import free_port
 
 CLI = [sys.executable, "-m", "voice_service"]
 
@@ -67,17 +67,6 @@ class Server:
             check=True,
         )
         return json.loads(done.stdout)
-
-
-def eventually(condition: Callable[[], bool], patience: float = 60.0) -> bool:
-    """Whether `condition` holds within `patience` seconds: a generous bound for a loaded
-    machine on something the server does in one or two."""
-    deadline = time.monotonic() + patience
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.1)
-    return condition()
 
 
 def _read_json(stream: IO[str] | None, deadline: float) -> dict[str, str]:

@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 import onnxruntime
 
+from tests.helpers.voices import JOE_KEY
 from voice_service.engines.espeak import EspeakEngine
 from voice_service.engines.piper import PiperEngine
 from voice_service.engines.protocols import Pcm
@@ -61,7 +62,7 @@ def english_speech(text: str = ENGLISH_TEXT) -> Pcm:
     seeds once from the global seed: a fresh engine after `set_seed` speaks the same clip
     in every run, whatever this process synthesized before (a shared engine did not)."""
     onnxruntime.set_seed(zlib.crc32(text.encode()))
-    return PiperEngine().synthesize("piper:en_US-joe-medium", text)
+    return PiperEngine().synthesize(JOE_KEY, text)
 
 
 @functools.lru_cache(maxsize=16)

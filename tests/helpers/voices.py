@@ -1,0 +1,10 @@
+"""Catalogue voices the tests speak with, by engine key and by their stable public id."""
+
+from __future__ import annotations
+
+from voice_service.ids import catalogue_voice_id
+
+JOE_KEY = "piper:en_US-joe-medium"
+JOE = catalogue_voice_id(JOE_KEY)
+GERMAN = catalogue_voice_id("espeak:de")
+SPANISH = catalogue_voice_id("kokoro:jm_kumo:es")
