@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from tests.helpers.api import assert_error
 from tests.helpers.app import Tenant, Tenants, running
 from tests.helpers.voices import JOE
-from voice_service.admission import Capability, CapabilityQueue, Job
+from voice_service.admission import CapabilityQueue, Job
 from voice_service.app import create_app
 from voice_service.context import AppContext
 from voice_service.engines.registry import Engines
@@ -28,6 +28,7 @@ from voice_service.metrics.registry import Metrics
 from voice_service.models import RequestLogEntry, UsageRecord
 from voice_service.pool import InferencePool
 from voice_service.settings import Settings
+from voice_service.vocabulary import Capability
 
 pytestmark = pytest.mark.anyio
 

@@ -10,10 +10,11 @@ from collections.abc import AsyncIterator, Callable, Iterator
 
 import pytest
 
-from voice_service.admission import Capability, Job
+from voice_service.admission import Job
 from voice_service.errors import ClientClosedRequest
 from voice_service.metrics.registry import Metrics
 from voice_service.pool import InferencePool
+from voice_service.vocabulary import Capability
 
 pytestmark = pytest.mark.anyio
 

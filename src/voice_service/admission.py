@@ -10,17 +10,12 @@ from __future__ import annotations
 import asyncio
 import math
 from dataclasses import dataclass, field
-from enum import StrEnum
+
+from voice_service.vocabulary import Capability
 
 # Weight of the newest job in the running mean: about the last ten jobs count, so the
 # estimate follows a change of load (short texts, then long files) within a few jobs.
 EWMA_WEIGHT = 0.2
-
-
-class Capability(StrEnum):
-    TEXT_TO_SPEECH = "text-to-speech"
-    SPEECH_TO_TEXT = "speech-to-text"  # transcription and translation, both APIs
-    CLONING = "cloning"  # analysing a clone's sample (a clone's speech is text-to-speech)
 
 
 @dataclass(frozen=True, slots=True)

@@ -204,7 +204,7 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
     # Outermost: the console's headers reach whatever answers a console request, the
     # request middleware's 500 included.
     app.add_middleware(ConsoleHeadersMiddleware)
-    install_openapi(app)
+    install_openapi(app, settings.max_upload_bytes)
     return app
 
 

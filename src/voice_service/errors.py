@@ -83,7 +83,7 @@ class RequestTimeout(ApiError):
 
 class PayloadTooLarge(ApiError):
     status, code = 413, "PAYLOAD_TOO_LARGE"
-    default_message = "The request body exceeds the 25 MB limit."
+    default_message = "The request body exceeds the upload limit."
 
 
 class UnsupportedMediaType(ApiError):

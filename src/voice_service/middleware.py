@@ -26,6 +26,7 @@ from voice_service.ids import new_id
 from voice_service.requestlog.record import RequestRecord
 from voice_service.requestlog.repository import LogEntry
 from voice_service.requestlog.writer import RequestLogWriter
+from voice_service.vocabulary import megabytes
 
 logger = logging.getLogger(__name__)
 
@@ -229,8 +230,8 @@ class RequestBodyMiddleware:
         await self.app(scope, guarded_receive, send)
 
     def _too_large(self) -> PayloadTooLarge:
-        megabytes = self.advertised_bytes / (1024 * 1024)
-        return PayloadTooLarge(f"The request body exceeds the {megabytes:g} MB limit.")
+        limit = megabytes(self.advertised_bytes)
+        return PayloadTooLarge(f"The request body exceeds the {limit} limit.")
 
 
 def _content_length(scope: Scope) -> int | None:

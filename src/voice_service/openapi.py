@@ -1,4 +1,5 @@
-"""The published interface description: version 1.0.0, every status with the Error schema."""
+"""The published interface description: version 1.0.0, every status with the Error schema,
+the upload limit as this node enforces it."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
+
+from voice_service.vocabulary import megabytes
 
 _REQUEST_ID_HEADER = {
     "X-Request-ID": {
@@ -15,7 +18,9 @@ _REQUEST_ID_HEADER = {
 }
 
 
-def install_openapi(app: FastAPI) -> None:
+def install_openapi(app: FastAPI, max_upload_bytes: int) -> None:
+    too_large = f"PAYLOAD_TOO_LARGE: the body exceeds the {megabytes(max_upload_bytes)} limit."
+
     def build() -> dict[str, Any]:
         if app.openapi_schema is None:
             schema = get_openapi(
@@ -28,6 +33,8 @@ def install_openapi(app: FastAPI) -> None:
             _strip_path_prefix(schema, "/api/v1")
             for operation in _operations(schema):
                 _drop_framework_validation_error(operation)
+                if "413" in operation["responses"]:
+                    operation["responses"]["413"]["description"] = too_large
                 for response in operation["responses"].values():
                     response.setdefault("headers", {}).update(_REQUEST_ID_HEADER)
             components = schema.get("components", {}).get("schemas", {})

@@ -16,11 +16,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar, cast
 
-from voice_service.admission import Capability, CapabilityQueue, Job
+from voice_service.admission import CapabilityQueue, Job
 from voice_service.engines.deadline import InferenceTimeout
 from voice_service.engines.protocols import EngineError
 from voice_service.errors import ClientClosedRequest, NodeBusy, ProviderError
 from voice_service.metrics.registry import Metrics
+from voice_service.vocabulary import Capability
 
 logger = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ _DESCRIPTIONS = {
     403: "ACCOUNT_SUSPENDED or SERVICE_DISABLED.",
     404: "NOT_FOUND: no such resource in the caller's organization.",
     408: "INVALID_REQUEST: the headers or body arrived too slowly; the connection is closed.",
-    413: "PAYLOAD_TOO_LARGE: the body exceeds the 25 MB cap.",
+    413: "PAYLOAD_TOO_LARGE: the body exceeds the upload limit.",
     415: "UNSUPPORTED_MEDIA_TYPE: not mp3, wav, m4a, webm or ogg.",
     429: "RATE_LIMITED: per-key rate limit exceeded; see Retry-After.",
     500: "INTERNAL_ERROR: failure on the service's side.",

@@ -10,7 +10,6 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-SERVICES = ("text-to-speech", "speech-to-text", "asr", "cloning")
 # Text-to-speech engines a node can load; each one's name prefixes its voice keys.
 TTS_ENGINES = ("piper", "kokoro", "espeak")
 

@@ -16,6 +16,7 @@ from voice_service.deps import Authenticated, Context, require_service
 from voice_service.errors import ACCEPTED_FORMATS
 from voice_service.schemas import error_responses, multipart_request_body
 from voice_service.uploads import receive_audio_upload
+from voice_service.vocabulary import Service
 from voice_service.voices.schemas import Voice
 
 router = APIRouter(tags=["voices"])
@@ -31,7 +32,8 @@ _CLONE_BODY = multipart_request_body(
         "file": {
             "type": "string",
             "format": "binary",
-            "description": f"A clear sample of one speaker: {ACCEPTED_FORMATS}; at most 25 MB.",
+            "description": f"A clear sample of one speaker: {ACCEPTED_FORMATS}; "
+            "at most the upload limit (413).",
         },
         "description": {"type": "string", "maxLength": MAX_DESCRIPTION_LENGTH},
     },
@@ -50,7 +52,7 @@ _CLONE_BODY = multipart_request_body(
 async def create_clone(
     request: Request,
     context: Context,
-    principal: Annotated[Principal, Depends(require_service("cloning"))],
+    principal: Annotated[Principal, Depends(require_service(Service.CLONING))],
 ) -> ClonedVoice:
     async with receive_audio_upload(
         request, context.settings.max_upload_bytes, context.uploads_dir

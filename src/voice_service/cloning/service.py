@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from voice_service.admission import Capability, Job
+from voice_service.admission import Job
 from voice_service.audio.decode import decode_audio
 from voice_service.audio.formats import identify_audio
 from voice_service.auth.principal import Principal
@@ -20,17 +20,17 @@ from voice_service.context import AppContext
 from voice_service.db import transaction
 from voice_service.engines.protocols import EngineError, Pcm, UnusableSample, VoiceCloner
 from voice_service.engines.registry import CLONER
-from voice_service.errors import InvalidRequest, ProviderError, VoiceNotFound
+from voice_service.errors import InvalidRequest, NotFound, ProviderError, VoiceNotFound
 from voice_service.ids import new_id
 from voice_service.models import Voice, utcnow
 from voice_service.requestlog.record import RequestRecord
 from voice_service.uploads import audio_errors_as_api_errors
 from voice_service.usage.billing import billed_success
-from voice_service.voices.repository import CLONED
+from voice_service.vocabulary import Capability, UsageEndpoint
+from voice_service.voices.repository import CLONED, PROVIDER, get_visible
 
 logger = logging.getLogger(__name__)
 
-ENDPOINT = "voices/clone"
 # The part of a sample that is analysed: enough for 30 s of speech after leading silence.
 MAX_SAMPLE_SECONDS = 120.0
 
@@ -98,7 +98,7 @@ async def clone_voice(
     # The store fails as a 502 and commits nothing; see cloning/samples.py for the order.
     async with (
         context.samples.saving(principal.org_id, voice_id, sample) as save_sample,
-        billed_success(context, record, principal, ENDPOINT, 1, status=201) as session,
+        billed_success(context, record, principal, UsageEndpoint.CLONE, 1, status=201) as session,
     ):
         limit = await repository.lock_org_clone_limit(session, principal.org_id)
         live = await repository.count_live_clones(session, principal.org_id)
@@ -168,7 +168,14 @@ def _sha256(path: Path) -> str:
 async def delete_voice(context: AppContext, principal: Principal, voice_id: str) -> None:
     async with transaction(context.sessions) as session:
         deleted = await repository.delete_clone(session, principal.org_id, voice_id)
+        kept = None if deleted else await get_visible(session, principal.org_id, voice_id)
+    if kept is not None and kept.type == PROVIDER:
+        # Still 404 (spec 4.6), but saying why: every organization sees catalogue voices.
+        raise NotFound(
+            f"Voice {voice_id!r} is a catalogue voice; catalogue voices are shared and "
+            "cannot be deleted."
+        )
     if not deleted:
-        # Catalogue voices, other organizations' clones, unknown and deleted ids alike.
+        # Other organizations' clones, unknown and deleted ids alike.
         raise VoiceNotFound(voice_id)
     await context.samples.deleted(principal.org_id, voice_id)

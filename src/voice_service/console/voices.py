@@ -27,9 +27,9 @@ from voice_service.deps import Context
 from voice_service.errors import ApiError, InvalidRequest, describe_errors
 from voice_service.models import Organization
 from voice_service.speech.schemas import MAX_TEXT_LENGTH, SpeechRequest
-from voice_service.speech.service import ENDPOINT as SPEECH
 from voice_service.speech.service import synthesize_speech
 from voice_service.uploads import receive_audio_upload
+from voice_service.vocabulary import Service
 from voice_service.voices.repository import CLONED, get_visible, list_catalogue, list_clones
 
 router = APIRouter()
@@ -39,7 +39,6 @@ CONSENT = (
     "I confirm that I have the speaker's permission to clone this voice and to use the "
     "recording for that purpose."
 )
-CLONING = "cloning"
 # Previews are not billed: this bounds the synthesis one user can ask of the cluster (the
 # limiter's window is a minute; in Redis, where configured, it is shared by every node).
 # Enough to click through the whole catalogue and clones; a script gets 429.
@@ -118,7 +117,7 @@ async def try_it(
     """The "Try it" panel: billed and logged as the organization's text-to-speech request;
     errors come back in the API's envelope, which the page shows."""
     form = await checked_form(request, user)
-    principal = await act_for_org(request, context, org, SPEECH)
+    principal = await act_for_org(request, context, org, Service.TEXT_TO_SPEECH)
     try:
         body = SpeechRequest(text=str(form.get("text", "")), voice_id=str(form.get("voice_id", "")))
     except ValidationError as exc:
@@ -139,7 +138,7 @@ async def clone_action(
             fields = upload.fields
             check_csrf(request, user.csrf_token, fields.get("csrf_token"))
             clone = _clone_request(fields)
-            principal = await act_for_org(request, context, org, CLONING)
+            principal = await act_for_org(request, context, org, Service.CLONING)
             voice = await clone_voice(context, principal, request.state.record, clone, upload.path)
     except ApiError as exc:
         request.state.error_code = exc.code

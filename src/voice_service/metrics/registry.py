@@ -18,10 +18,10 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from voice_service.admission import Capability
 from voice_service.metrics.endpoints import EndpointNames
 from voice_service.metrics.multiprocess import forget_dead_workers, worker_exited
 from voice_service.requestlog.repository import LogEntry
+from voice_service.vocabulary import Capability
 
 # From a cached voice list (milliseconds) to a long transcription (minutes).
 SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)

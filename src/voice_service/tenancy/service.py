@@ -12,8 +12,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from voice_service.auth.keys import SecretHasher, generate_secret
 from voice_service.ids import new_id
 from voice_service.models import Account, ApiKey, Organization, utcnow
-from voice_service.settings import SERVICES
 from voice_service.tenancy.cache import record_change
+from voice_service.vocabulary import Service
 
 TenantKind = Literal["account", "org"]
 ACTIVE, SUSPENDED = "active", "suspended"
@@ -71,8 +71,9 @@ async def set_status(session: AsyncSession, kind: TenantKind, id_: str, status: 
 async def set_service_enabled(
     session: AsyncSession, kind: TenantKind, id_: str, service: str, enabled: bool
 ) -> list[str]:
-    if service not in SERVICES:
-        raise ValueError(f"Unknown service {service!r}; one of {', '.join(SERVICES)}.")
+    if service not in {known.value for known in Service}:
+        names = ", ".join(Service)
+        raise ValueError(f"Unknown service {service!r}; one of {names}.")
     tenant = await _tenant(session, kind, id_)
     disabled = set(tenant.disabled_services)
     if enabled:

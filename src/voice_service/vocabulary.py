@@ -1,0 +1,39 @@
+"""The service's words, each defined once: the services an account or organization can have
+switched off, the endpoints usage is billed under, the capabilities the inference pool
+queues by, and the upload limit as a person reads it."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Service(StrEnum):
+    """What an operator can disable for an account or an organization (`orgs disable`)."""
+
+    TEXT_TO_SPEECH = "text-to-speech"
+    SPEECH_TO_TEXT = "speech-to-text"  # transcription and translation, on both APIs
+    ASR = "asr"
+    CLONING = "cloning"
+
+
+class UsageEndpoint(StrEnum):
+    """What a usage row is billed under, in the order usage is listed everywhere."""
+
+    TEXT_TO_SPEECH = "text-to-speech"
+    SPEECH_TO_TEXT = "speech-to-text"
+    ASR = "asr"
+    TRANSLATION = "translation"
+    CLONE = "voices/clone"
+
+
+class Capability(StrEnum):
+    """What an inference pool job does; each has its own queue (`admission`)."""
+
+    TEXT_TO_SPEECH = "text-to-speech"
+    SPEECH_TO_TEXT = "speech-to-text"  # transcription and translation, both APIs
+    CLONING = "cloning"  # analysing a clone's sample (a clone's speech is text-to-speech)
+
+
+def megabytes(size: int) -> str:
+    """`size` bytes as the API's messages state a limit: "25 MB" for 25 MiB."""
+    return f"{size / (1024 * 1024):g} MB"
