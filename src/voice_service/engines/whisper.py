@@ -54,37 +54,25 @@ _MODEL_FILES = ("model.bin", *_BASE_SIDE_FILES)
 
 SAMPLE_RATE = 16_000
 # Whisper decodes 30 s windows one after another, but faster-whisper computes the features
-# of the whole input first (1.6 GB for 30 minutes, measured). Without timestamps a window
-# always advances 30 s, so slices of whole windows decode the very same windows, with
-# memory bounded by the slice.
+# of the whole input first (gigabytes for long audio). Without timestamps a window always
+# advances 30 s, so slices of whole windows decode the very same windows, with memory
+# bounded by the slice.
 SLICE_SAMPLES = 4 * 30 * SAMPLE_RATE
 
-# Beam search (5) on audio up to one 30 s window, greedy beyond. On a short clip the encoder
-# pass over the padded window dominates, so the beam costs little; on long audio it adds
-# half. Measured, CPU seconds per call (1 thread, VAD on) beam 1 -> 5: 3 s 1.88 -> 2.14
-# (+14 %), 7 s 2.26 -> 2.59 (+15 %), 30 s 4.00 -> 4.83 (+21 %), 60 s 4.80 -> 6.28 (+31 %),
-# 120 s 10.3 -> 15.1 (+47 %). What it buys: greedy heard the README's "Hello from Voice
-# Service." as "Boy Service" in the tests' rendition, beam 5 hears it right (over 12 Piper
-# renditions, though, base at beam 5 still hears "Boy" in 5).
+# Beam search (5) on audio up to one 30 s window, greedy beyond: on a short clip the
+# encoder's pass over the padded window dominates, so the beam costs little and hears
+# better; on long audio it would add half. Such a clip is also decoded with timestamp
+# tokens, as Whisper was mostly trained, and re-decoded without them (deterministic, unlike
+# faster-whisper's sampled fallback) when the text loops: text that compresses too well.
+# Figures: bench/engine_settings.md.
 BEAM_SIZE = 5
 BEAM_MAX_SECONDS = 30
-# Such a short clip is also decoded with timestamp tokens, as Whisper was mostly trained and
-# as faster-whisper's defaults decode. On `bench.stt_quality`'s 42 clips, language given,
-# WER went from 0.310 to 0.296 (Kokoro's French 0.143 -> 0.071; real recordings 0.040 both
-# ways), but one robotic French clip looped ("m'en m'en m'en ...": 161 wrong words for 12,
-# where plain decoding had 22). faster-whisper's defaults then re-decode by sampling; ours
-# re-decodes the clip without timestamps, which is deterministic. A loop shows as text that
-# compresses too well (faster-whisper's threshold: zlib ratio over 2.4). The timestamp
-# tokens cost CPU-s per call 3.5 s 1.93 -> 1.91, 11 s 2.71 -> 2.94 (+8 %), 13 s 3.06 -> 3.33.
 LOOP_COMPRESSION_RATIO = 2.4
 
 # Silence is cut out before decoding with the Silero VAD that faster-whisper ships (its
-# defaults: speech above p = 0.5, padded 400 ms, pauses under 2 s kept). It costs about
-# 0.013 CPU-s per audio second (1.5 s for a 2-minute slice, on the loaded 2-core machine)
-# and changed no word on the quality set (`bench.stt_quality`: real recordings WER 0.040,
-# synthetic 0.387, with or without it), whose clips are nearly all speech. What it buys is
-# on silence: two minutes of it cost one VAD pass instead of four 30 s Whisper windows, and
-# language detection finds the speech behind it (below).
+# defaults): cheap next to Whisper, it changes no word on speech, and it turns minutes of
+# silence into one VAD pass instead of Whisper windows, and lets language detection find
+# the speech behind it (below).
 _VAD = VadOptions()
 # Language detection reads up to two 30 s windows of speech that the VAD found, scanning the
 # audio 30 s at a time for at most 5 minutes: a recording that opens with a minute of silence

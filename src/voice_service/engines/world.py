@@ -199,8 +199,8 @@ class Conversion:
     base_f0_log_median: float
     formant_scale: float  # > 1 moves formants up (shorter vocal tract)
     eq_db: tuple[float, ...]  # residual envelope correction at BAND_CENTRES_HZ
-    # Harvest's search range for the base voice: its cost grows with the range (measured
-    # 0.30 s/s for 50-600 Hz vs 0.20 s/s for 70-400 Hz), and the base voice's pitch is known.
+    # Harvest's search range for the base voice: its cost grows with the range, and the base
+    # voice's pitch is known.
     base_f0_floor_hz: float
     base_f0_ceil_hz: float
 
@@ -285,10 +285,7 @@ BASE_CALIBRATION_TEXT: Final = (
 
 # Spoken and analysed by WORLD once per base voice (kept at 16 kHz, all the embedding reads),
 # then resynthesized toward every new sample to choose its base: one sentence, since each
-# clone converts it once per base. Measured on a 7 s sample with six bases: 3.5 CPU-s per
-# clone (1.8 s without a choice; 7.4 s when each clone analysed the probes again, 11.5 s
-# with two sentences); a process's first clone also speaks and analyses the probes, 23.6
-# CPU-s in all.
+# clone converts it once per base (figures: bench/engine_settings.md).
 PROBE_TEXT: Final = "The quick brown fox jumps over the lazy dog."
 
 
