@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,12 +19,14 @@ from fastapi import Request
 from starlette.datastructures import UploadFile
 
 from voice_service.audio.decode import AudioTooLong, NonFiniteAudio, UndecodableAudio
-from voice_service.audio.formats import UnsupportedAudio
+from voice_service.audio.formats import NATIVE_AUDIO, AcceptedAudio, UnsupportedAudio
 from voice_service.errors import (
+    ApiError,
     InvalidRequest,
     PayloadTooLarge,
     UnsupportedMediaType,
 )
+from voice_service.vocabulary import megabytes
 
 # Room for the boundaries and part headers around a file of the full allowed size.
 MULTIPART_OVERHEAD_BYTES = 64 * 1024
@@ -46,16 +48,34 @@ class Upload:
         return [value for key, value in self.items if key == name]
 
 
+@dataclass(frozen=True, slots=True)
+class AudioPolicy:
+    """The audio one API accepts, and its answer for any other file."""
+
+    accepted: AcceptedAudio
+    refusal: Callable[[str], ApiError]  # given why the file was refused
+
+
+def _unsupported_media_type(reason: str) -> ApiError:
+    return UnsupportedMediaType(
+        f"Unsupported audio file ({reason}). Accepted formats: {NATIVE_AUDIO.text}."
+    )
+
+
+# The spec's five formats, anything else 415 (spec sections 4.2 and 7).
+NATIVE_POLICY = AudioPolicy(NATIVE_AUDIO, _unsupported_media_type)
+
+
 @contextmanager
-def audio_errors_as_api_errors(what: str) -> Iterator[None]:
-    """Answer what the audio pipeline refuses with the spec's statuses: 415 for anything
-    that is not accepted audio, 400 for audio that is too long or holds non-numbers."""
+def audio_errors_as_api_errors(what: str, policy: AudioPolicy = NATIVE_POLICY) -> Iterator[None]:
+    """Answer what the audio pipeline refuses: the policy's refusal for anything that is not
+    accepted audio, 400 for audio that is too long or holds non-numbers."""
     try:
         yield
     except UnsupportedAudio as exc:
-        raise UnsupportedMediaType(str(exc)) from None
-    except UndecodableAudio:
-        raise UnsupportedMediaType() from None
+        raise policy.refusal(exc.reason) from None
+    except UndecodableAudio as exc:
+        raise policy.refusal(str(exc)) from None
     except AudioTooLong as exc:
         raise InvalidRequest(
             f"file: the {what} is longer than the {exc.max_seconds:g} s this service accepts."
@@ -83,7 +103,7 @@ async def receive_audio_upload(
         if not isinstance(file, UploadFile):
             raise InvalidRequest("file: an audio file is required.")
         if file.size is not None and file.size > max_bytes:
-            raise PayloadTooLarge(f"file: the file exceeds {max_bytes} bytes.")
+            raise PayloadTooLarge(f"file: the file exceeds the {megabytes(max_bytes)} limit.")
         items = tuple((k, v) for k, v in form.multi_items() if isinstance(v, str))
         path = await asyncio.to_thread(_spool_to_named_file, file, directory)
         try:

@@ -19,6 +19,8 @@ OPERATIONS = {
     ("/voices", "get"): {"200", "401", "403", "429"},
     ("/voices/clone", "post"): {"201", "400", "401", "403", "413", "415", "429", "502"},
     ("/voices/{id}", "delete"): {"200", "401", "403", "404", "429"},
+    # Issue 23: one voice by id.
+    ("/voices/{id}", "get"): {"200", "401", "403", "404", "429"},
     # Issue 10: the customer's own usage and request log.
     ("/usage", "get"): {"200", "400", "401", "403", "429"},
     ("/requests", "get"): {"200", "400", "401", "403", "429"},

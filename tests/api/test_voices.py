@@ -1,15 +1,18 @@
-"""GET /voices: the shared catalogue, stable ids, languages."""
+"""GET /voices and GET /voices/{id}: the shared catalogue, stable ids, languages, one voice."""
 
 from __future__ import annotations
 
 import re
 from datetime import datetime
+from pathlib import Path
 
 import httpx
 import pytest
 from fastapi import FastAPI
 
-from tests.helpers.app import Tenant, running
+from tests.helpers import speech_clips as clips
+from tests.helpers.api import assert_error, clone
+from tests.helpers.app import Tenant, Tenants, running
 from tests.helpers.voices import JOE
 from voice_service.app import create_app
 from voice_service.engines.registry import Engines
@@ -76,3 +79,52 @@ async def test_each_language_lists_its_best_voice_first(
         assert first[language].startswith("Kokoro "), first[language]
     assert first["de"] == "eSpeak German (basic)"
     assert all("basic" in str(v["name"]) for v in voices if str(v["name"]).startswith("eSpeak"))
+
+
+# GET /voices/{id}: one voice the organization can see, by the same rule as the listing.
+
+
+async def test_a_catalogue_voice_is_got_by_id_as_listed(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    listed = {v["id"]: v for v in await list_voices(client, tenant)}
+    response = await client.get(f"/voices/{JOE}", headers=tenant.headers)
+    assert response.status_code == 200, response.text
+    assert response.json() == {"voice": listed[JOE]}
+
+
+async def test_a_clone_is_got_by_its_org_only_and_not_once_deleted(
+    client: httpx.AsyncClient, tenants: Tenants, tenant: Tenant, tmp_path: Path
+) -> None:
+    other = await tenants.create()
+    # One sentence is sample enough: what is tested is who can see the clone.
+    sample = clips.write_audio(tmp_path / "sample", clips.english_speech(), "wav-s16")
+    voice_id = (await clone(client, tenant, sample.read_bytes())).json()["voice"]["id"]
+    listed = {v["id"]: v for v in await list_voices(client, tenant)}
+
+    mine = await client.get(f"/voices/{voice_id}", headers=tenant.headers)
+    assert mine.status_code == 200, mine.text
+    assert mine.json() == {"voice": listed[voice_id]}
+    assert mine.json()["voice"]["type"] == "CLONED"
+
+    def message(response: httpx.Response, voice_id: str) -> str:
+        return assert_error(response, 404, "NOT_FOUND")["message"].replace(voice_id, "<id>")
+
+    unknown = "voice_" + "0" * 24
+    theirs = await client.get(f"/voices/{voice_id}", headers=other.headers)
+    missing = await client.get(f"/voices/{unknown}", headers=other.headers)
+    assert message(theirs, voice_id) == message(missing, unknown)
+
+    deleted = await client.delete(f"/voices/{voice_id}", headers=tenant.headers)
+    assert deleted.status_code == 200, deleted.text
+    gone = await client.get(f"/voices/{voice_id}", headers=tenant.headers)
+    assert message(gone, voice_id) == message(missing, unknown)
+
+
+async def test_deleting_a_catalogue_voice_is_404_saying_why(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    response = await client.delete(f"/voices/{JOE}", headers=tenant.headers)
+    message = assert_error(response, 404, "NOT_FOUND")["message"]
+    assert "catalogue voices are shared and cannot be deleted" in message
+    assert (await client.get(f"/voices/{JOE}", headers=tenant.headers)).status_code == 200

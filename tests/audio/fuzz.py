@@ -1,4 +1,4 @@
-"""Fuzz the upload path (sniff, probe, decode) over mutated files of all five formats.
+"""Fuzz the upload path (sniff, probe, decode) over mutated files of every accepted format.
 
     python -m tests.audio.fuzz --count 100000 [--seed 0] [--workers 2] [--out fuzz-findings]
 

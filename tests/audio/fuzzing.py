@@ -25,7 +25,7 @@ from voice_service.audio.decode import (
     UndecodableAudio,
     decode_audio,
 )
-from voice_service.audio.formats import UnsupportedAudio, identify_audio
+from voice_service.audio.formats import OPENAI_AUDIO, UnsupportedAudio, identify_audio
 from voice_service.engines.protocols import Pcm
 
 # The service's own bound (Settings.max_audio_seconds), so a mutation that inflates the
@@ -33,7 +33,10 @@ from voice_service.engines.protocols import Pcm
 MAX_SECONDS = 1800.0
 SEED_SECONDS = 0.25
 
-FORMATS = ("mp3", "wav", "m4a", "webm", "ogg")
+# The native API's five and what OpenAI's API adds (FLAC; MPEG-4 with other codecs or a
+# video track). Cases run under OPENAI_AUDIO, which accepts every one, so each reaches its
+# demuxer and decoder; the native API differs only in which codecs it takes.
+FORMATS = ("mp3", "wav", "m4a", "webm", "ogg", "flac", "mp4")
 # Outcomes that are answers, not findings: decoded audio or one of the refusals the
 # service maps to 400/415.
 REFUSALS = (UnsupportedAudio, UndecodableAudio, AudioTooLong, NonFiniteAudio)
@@ -59,7 +62,7 @@ class Mutation:
 
 
 def variant_format(variant: str) -> str:
-    """The accepted format a seed variant belongs to (mp3, wav, m4a, webm, ogg)."""
+    """The accepted format a seed variant belongs to (one of FORMATS)."""
     return variant.split("-")[0]
 
 
@@ -69,7 +72,10 @@ _SEED_OPTIONS: dict[str, dict[str, str]] = {
     "ogg": {"page_duration": "20000"},
     "webm": {"cluster_time_limit": "40", "cluster_size_limit": "512"},
 }
-_EXTRA_SEEDS = {"m4a-faststart": ("m4a", {"movflags": "+faststart"})}
+_EXTRA_SEEDS = {
+    "m4a-faststart": ("m4a", {"movflags": "+faststart"}),
+    "mp4-video-faststart": ("mp4-video", {"movflags": "+faststart"}),
+}
 
 
 def build_seeds() -> dict[str, bytes]:
@@ -80,14 +86,14 @@ def build_seeds() -> dict[str, bytes]:
     pcm = Pcm(samples=(signal * 32767).astype(np.int16), sample_rate=rate)
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "seed"  # the mp4 muxer rewrites its file to move the index
-        seeds = {v: _encode(pcm, v, {}, path) for v in sc.FORMATS}
+        seeds = {v: _encode(pcm, v, {}, path) for v in [*sc.FORMATS, *sc.OPENAI_FORMATS]}
         for name, (variant, options) in _EXTRA_SEEDS.items():
             seeds[name] = _encode(pcm, variant, options, path)
     return dict(sorted(seeds.items()))
 
 
 def _encode(pcm: Pcm, variant: str, extra: dict[str, str], path: Path) -> bytes:
-    demuxer = sc.FORMATS[variant][0]
+    demuxer = {**sc.FORMATS, **sc.OPENAI_FORMATS}[variant][0]
     options = {**_SEED_OPTIONS.get(demuxer, {}), **extra}
     return sc.write_audio(path, pcm, variant, muxer_options=options).read_bytes()
 
@@ -202,7 +208,7 @@ def run_case(data: bytes, folder: Path) -> str:
 
 def _outcome(path: Path) -> str:
     try:
-        fmt = identify_audio(path)
+        fmt = identify_audio(path, OPENAI_AUDIO)
         audio = decode_audio(path, max_seconds=MAX_SECONDS, fmt=fmt)
     except REFUSALS as exc:
         return type(exc).__name__

@@ -19,7 +19,7 @@ from voice_service.audio.decode import (
     UndecodableAudio,
     decode_audio,
 )
-from voice_service.audio.formats import identify_audio
+from voice_service.audio.formats import OPENAI_AUDIO, identify_audio
 from voice_service.engines.protocols import Pcm
 
 SECONDS = 1.5
@@ -29,13 +29,14 @@ SECONDS = 1.5
 def clips(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("decode")
     pcm = sc.tone(SECONDS, rate=22050)
-    return {v: sc.write_audio(folder / f"{v}.upload", pcm, v) for v in sc.FORMATS}
+    variants = [*sc.FORMATS, *sc.OPENAI_FORMATS]
+    return {v: sc.write_audio(folder / f"{v}.upload", pcm, v) for v in variants}
 
 
-@pytest.mark.parametrize("variant", sorted(sc.FORMATS))
+@pytest.mark.parametrize("variant", sorted([*sc.FORMATS, *sc.OPENAI_FORMATS]))
 def test_decodes_every_variant_to_mono_16k(clips: dict[str, Path], variant: str) -> None:
     path = clips[variant]
-    audio = decode_audio(path, max_seconds=60, fmt=identify_audio(path))
+    audio = decode_audio(path, max_seconds=60, fmt=identify_audio(path, OPENAI_AUDIO))
     assert audio.samples.dtype == np.float32
     assert audio.samples.ndim == 1
     assert audio.sample_rate == 16000

@@ -51,7 +51,18 @@ FORMATS: dict[str, tuple[str, str, str, str, int, dict[str, str]]] = {
     "webm-vorbis": ("webm", "vorbis", "fltp", "stereo", 44100, {}),
     "ogg-opus": ("ogg", "libopus", "s16", "mono", 48000, {}),
     "ogg-vorbis": ("ogg", "vorbis", "fltp", "stereo", 22050, {}),
+    "m4a-cover": ("mp4", "aac", "fltp", "mono", 44100, {}),  # with cover art (PICTURES)
 }
+# Variants that only the OpenAI-compatible API accepts (see OPENAI_AUDIO).
+OPENAI_FORMATS: dict[str, tuple[str, str, str, str, int, dict[str, str]]] = {
+    "flac": ("flac", "flac", "s16", "mono", 22050, {}),
+    "ogg-flac": ("ogg", "flac", "s16", "mono", 22050, {}),
+    "mp4-alac": ("mp4", "alac", "s16p", "mono", 44100, {}),
+    "mp4-mp3": ("mp4", "libmp3lame", "s16p", "mono", 22050, {}),
+    "mp4-video": ("mp4", "aac", "fltp", "mono", 44100, {}),  # beside a video track
+}
+# Variants written with a picture: a video track, or cover art (one attached picture).
+PICTURES = {"m4a-cover": "cover", "mp4-video": "video"}
 
 
 @functools.lru_cache(maxsize=16)
@@ -102,10 +113,12 @@ def to_float(pcm: Pcm) -> npt.NDArray[np.float32]:
 def write_audio(
     path: Path, pcm: Pcm, variant: str, muxer_options: dict[str, str] | None = None
 ) -> Path:
-    """Encode mono int16 `pcm` into `path` as FORMATS[variant] with PyAV."""
-    demuxer, codec, sample_format, layout, rate, options = FORMATS[variant]
+    """Encode mono int16 `pcm` into `path` as FORMATS[variant] (or OPENAI_FORMATS[variant])
+    with PyAV."""
+    demuxer, codec, sample_format, layout, rate, options = {**FORMATS, **OPENAI_FORMATS}[variant]
     options = {**options, **(muxer_options or {})}
     with av.open(str(path), "w", format=demuxer, options=options) as container:
+        picture = _picture_stream(container, PICTURES[variant]) if variant in PICTURES else None
         stream = container.add_stream(codec, rate=rate, layout=layout)
         assert isinstance(stream, av.AudioStream)
         if codec == "vorbis":
@@ -117,12 +130,40 @@ def write_audio(
         frame.sample_rate = pcm.sample_rate
         frame.pts = 0
         frame.time_base = Fraction(1, pcm.sample_rate)
+        if picture is not None:
+            _mux_pictures(container, picture, pcm.duration_seconds)
         # PyAV converts format, layout and rate and cuts the encoder's frame sizes itself.
         for packet in stream.encode(frame):
             container.mux(packet)
         for packet in stream.encode(None):
             container.mux(packet)
     return path
+
+
+def _picture_stream(container: av.container.OutputContainer, kind: str) -> av.VideoStream:
+    """A tiny video track (`kind` "video") or cover art ("cover", which FFmpeg shows as a
+    one-picture stream marked attached_pic)."""
+    stream = container.add_stream("mjpeg" if kind == "cover" else "mpeg4", rate=1)
+    assert isinstance(stream, av.VideoStream)
+    stream.width = stream.height = 16
+    stream.pix_fmt = "yuvj420p" if kind == "cover" else "yuv420p"
+    if kind == "cover":
+        stream.disposition = av.stream.Disposition.attached_pic
+    return stream
+
+
+def _mux_pictures(
+    container: av.container.OutputContainer, stream: av.VideoStream, seconds: float
+) -> None:
+    """One picture for cover art, one a second for a video track."""
+    count = 1 if stream.disposition & av.stream.Disposition.attached_pic else int(seconds) + 1
+    for index in range(count):
+        picture = av.VideoFrame.from_ndarray(np.zeros((16, 16, 3), np.uint8), format="rgb24")
+        picture.pts = index
+        for packet in stream.encode(picture):
+            container.mux(packet)
+    for packet in stream.encode(None):
+        container.mux(packet)
 
 
 def silence(seconds: float, rate: int = 16000) -> Pcm:

@@ -20,7 +20,7 @@ import av.error
 import numpy as np
 import numpy.typing as npt
 
-from voice_service.audio.formats import AudioFormat, demuxer_name, plausible_layout
+from voice_service.audio.formats import UploadFormat, demuxer_name, plausible_layout, use_only
 
 __all__ = [
     "AudioTooLong",
@@ -75,7 +75,7 @@ def decode_audio(
     *,
     max_seconds: float,
     rate: int = DEFAULT_RATE,
-    fmt: AudioFormat | None = None,
+    fmt: UploadFormat | None = None,
     truncate: bool = False,
 ) -> DecodedAudio:
     """Decode the first audio stream of `path` to mono float32 at `rate`.
@@ -101,7 +101,7 @@ def decode_audio(
 
 
 def _decode_file(
-    path: Path, max_seconds: float, rate: int, fmt: AudioFormat | None, truncate: bool
+    path: Path, max_seconds: float, rate: int, fmt: UploadFormat | None, truncate: bool
 ) -> DecodedAudio:
     try:
         container = av.open(
@@ -124,6 +124,7 @@ def _audio_stream(container: av.container.InputContainer) -> av.AudioStream:
     # decoder for what the header declares, such as a WAV of 0 bits per sample.
     if stream.codec_context is None:
         raise UndecodableAudio("the file's audio codec has no decoder")
+    use_only(container, stream)
     return stream
 
 

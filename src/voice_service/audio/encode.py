@@ -31,7 +31,9 @@ _MIN_SAMPLES = 1152
 _MIN_TEMPO_STEP = 0.5
 
 
-class AudioFormat(StrEnum):
+class OutputFormat(StrEnum):
+    """What the API encodes speech into (OpenAI's `response_format`)."""
+
     MP3 = "mp3"
     OPUS = "opus"
     AAC = "aac"
@@ -49,15 +51,15 @@ class FormatSpec:
     lossy: bool
 
 
-FORMATS: dict[AudioFormat, FormatSpec] = {
-    AudioFormat.MP3: FormatSpec("mp3", "libmp3lame", "audio/mpeg", None, lossy=True),
+FORMATS: dict[OutputFormat, FormatSpec] = {
+    OutputFormat.MP3: FormatSpec("mp3", "libmp3lame", "audio/mpeg", None, lossy=True),
     # Opus runs at 48 kHz only (its other rates are decoder-side); in Ogg, as OpenAI sends it.
-    AudioFormat.OPUS: FormatSpec("ogg", "libopus", "audio/ogg", 48_000, lossy=True),
-    AudioFormat.AAC: FormatSpec("adts", "aac", "audio/aac", None, lossy=True),
-    AudioFormat.FLAC: FormatSpec("flac", "flac", "audio/flac", None, lossy=False),
-    AudioFormat.WAV: FormatSpec("wav", "pcm_s16le", "audio/wav", None, lossy=False),
+    OutputFormat.OPUS: FormatSpec("ogg", "libopus", "audio/ogg", 48_000, lossy=True),
+    OutputFormat.AAC: FormatSpec("adts", "aac", "audio/aac", None, lossy=True),
+    OutputFormat.FLAC: FormatSpec("flac", "flac", "audio/flac", None, lossy=False),
+    OutputFormat.WAV: FormatSpec("wav", "pcm_s16le", "audio/wav", None, lossy=False),
     # Raw 16-bit little-endian mono at 24 kHz, as OpenAI documents its `pcm`.
-    AudioFormat.PCM: FormatSpec("s16le", "pcm_s16le", "audio/pcm", 24_000, lossy=False),
+    OutputFormat.PCM: FormatSpec("s16le", "pcm_s16le", "audio/pcm", 24_000, lossy=False),
 }
 
 
@@ -72,7 +74,7 @@ class AudioEncoder:
 
     def __init__(
         self,
-        fmt: AudioFormat,
+        fmt: OutputFormat,
         *,
         streaming: bool,
         bitrate: int = DEFAULT_BITRATE,
@@ -158,7 +160,7 @@ class AudioEncoder:
             self._container.mux(packet)
 
 
-def encode(pcm: Iterable[Pcm], fmt: AudioFormat, **options: Any) -> bytes:
+def encode(pcm: Iterable[Pcm], fmt: OutputFormat, **options: Any) -> bytes:
     """Whole chunks as one file (see `AudioEncoder`)."""
     encoder = AudioEncoder(fmt, streaming=False, **options)
     for chunk in pcm:
@@ -168,7 +170,7 @@ def encode(pcm: Iterable[Pcm], fmt: AudioFormat, **options: Any) -> bytes:
 
 def encode_mp3(pcm: Pcm, bitrate: int = DEFAULT_BITRATE) -> bytes:
     """One whole buffer as an MP3 file."""
-    return encode([pcm], AudioFormat.MP3, bitrate=bitrate)
+    return encode([pcm], OutputFormat.MP3, bitrate=bitrate)
 
 
 class _Tempo:

@@ -1,50 +1,108 @@
 """Recognise an uploaded audio file by its content.
 
-Two gates, both required: the first bytes must carry the magic of one of the five accepted
-containers, and FFmpeg (PyAV), forced to that container's demuxer, must find an audio stream
-whose codec belongs in it and decode audio from its first packets. The file name and the
-declared content type are never consulted: clients mislabel files, and a name proves nothing.
+Two gates, both required: the first bytes must carry the magic of a container we read, and
+FFmpeg (PyAV), forced to that container's demuxer, must find an audio stream whose codec
+the calling API accepts in that container and decode audio from its first packets. The
+file name and the declared content type are never consulted: clients mislabel files, and a
+name proves nothing.
+
+What each API accepts is an `AcceptedAudio`: the native API the spec's five formats,
+OpenAI's API the formats OpenAI lists (see `OPENAI_AUDIO` for what each name is by
+content).
 """
 
 from __future__ import annotations
 
 import enum
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import av
 import av.error
+from av.stream import Discard, Disposition
 
 __all__ = [
-    "SUPPORTED_FORMATS_TEXT",
-    "AudioFormat",
+    "NATIVE_AUDIO",
+    "OPENAI_AUDIO",
+    "AcceptedAudio",
     "UnsupportedAudio",
+    "UploadFormat",
     "demuxer_name",
     "identify_audio",
     "plausible_layout",
     "sniff_container",
+    "use_only",
 ]
 
 logger = logging.getLogger(__name__)
 
 
-class AudioFormat(enum.Enum):
-    MP3 = "mp3"
+class UploadFormat(enum.Enum):
+    """The container of an uploaded file, as its leading bytes announce it."""
+
+    MP3 = "mp3"  # MPEG audio layer III frames, bare or behind an ID3 tag
     WAV = "wav"
-    M4A = "m4a"
+    MP4 = "mp4"  # ISO base media (MPEG-4): what .m4a and .mp4 files both are
     WEBM = "webm"
     OGG = "ogg"
+    FLAC = "flac"  # a native FLAC stream ("fLaC")
 
 
-SUPPORTED_FORMATS_TEXT = "mp3, wav, m4a, webm, ogg"
+_PCM = frozenset({"pcm_u8", "pcm_s16le", "pcm_s24le", "pcm_s32le", "pcm_f32le", "pcm_f64le"})
+_OPUS_VORBIS = frozenset({"opus", "vorbis"})
+
+
+@dataclass(frozen=True, slots=True)
+class AcceptedAudio:
+    """What one API accepts: audio codecs by container, and the names its clients know."""
+
+    names: tuple[str, ...]  # in the API's own order, for its messages
+    codecs: Mapping[UploadFormat, frozenset[str]]  # codec descriptor names
+    # Containers whose video tracks make the file something this API does not take.
+    no_video: frozenset[UploadFormat] = frozenset()
+
+    @property
+    def text(self) -> str:
+        return ", ".join(self.names)
+
+
+# The spec's five. An MPEG-4 file is an m4a only without a video track: with one, it is an
+# mp4, which the spec does not list. WebM is a video container by name, so its video
+# tracks are ignored, as they always were.
+NATIVE_AUDIO = AcceptedAudio(
+    names=("mp3", "wav", "m4a", "webm", "ogg"),
+    codecs={
+        UploadFormat.MP3: frozenset({"mp3"}),
+        UploadFormat.WAV: _PCM,
+        UploadFormat.MP4: frozenset({"aac"}),
+        UploadFormat.WEBM: _OPUS_VORBIS,
+        UploadFormat.OGG: _OPUS_VORBIS,
+    },
+    no_video=frozenset({UploadFormat.MP4}),
+)
+
+# OpenAI's list, which names file extensions. By content: mp3, mpga and mpeg are all MPEG
+# audio (the audio/mpeg type; mpga and mpeg are its other extensions); m4a and mp4 are both
+# MPEG-4 files (AAC, Apple Lossless or MP3 audio; a video track is ignored); ogg and oga
+# are Ogg (Opus, Vorbis or FLAC); flac is a FLAC stream; wav and webm as natively.
+OPENAI_AUDIO = AcceptedAudio(
+    names=("flac", "m4a", "mp3", "mp4", "mpeg", "mpga", "oga", "ogg", "wav", "webm"),
+    codecs={
+        **NATIVE_AUDIO.codecs,
+        UploadFormat.MP4: frozenset({"aac", "alac", "mp3"}),
+        UploadFormat.OGG: _OPUS_VORBIS | {"flac"},
+        UploadFormat.FLAC: frozenset({"flac"}),
+    },
+)
 
 
 class UnsupportedAudio(Exception):
-    """The file is not audio in one of the supported formats (or does not decode)."""
+    """The file is not audio in a format the API accepts (or does not decode)."""
 
     def __init__(self, reason: str) -> None:
-        super().__init__(f"{reason}; supported formats: {SUPPORTED_FORMATS_TEXT}")
+        super().__init__(reason)
         self.reason = reason
 
 
@@ -57,23 +115,14 @@ _SNIFF_BYTES = 4096
 _PROBE_PACKETS = 64
 
 
-@dataclass(frozen=True, slots=True)
-class _Container:
-    demuxer: str  # FFmpeg demuxer we force, so FFmpeg cannot re-guess the format
-    codecs: frozenset[str]  # accepted codec descriptor names
-
-
-_CONTAINERS: dict[AudioFormat, _Container] = {
-    AudioFormat.MP3: _Container("mp3", frozenset({"mp3"})),
-    AudioFormat.WAV: _Container(
-        "wav",
-        frozenset(
-            {"pcm_u8", "pcm_s16le", "pcm_s24le", "pcm_s32le", "pcm_f32le", "pcm_f64le"},
-        ),
-    ),
-    AudioFormat.M4A: _Container("mp4", frozenset({"aac"})),
-    AudioFormat.WEBM: _Container("webm", frozenset({"opus", "vorbis"})),
-    AudioFormat.OGG: _Container("ogg", frozenset({"opus", "vorbis"})),
+# The FFmpeg demuxer forced for each container, so FFmpeg cannot re-guess the format.
+_DEMUXERS = {
+    UploadFormat.MP3: "mp3",
+    UploadFormat.WAV: "wav",
+    UploadFormat.MP4: "mp4",
+    UploadFormat.WEBM: "webm",
+    UploadFormat.OGG: "ogg",
+    UploadFormat.FLAC: "flac",
 }
 
 # Bounds a real recording stays within; anything outside is a crafted or broken header.
@@ -82,8 +131,9 @@ _MIN_RATE = 4_000
 _MAX_RATE = 384_000
 
 
-def identify_audio(path: Path) -> AudioFormat:
-    """Return the format of the audio file at `path`, or raise `UnsupportedAudio`.
+def identify_audio(path: Path, accepted: AcceptedAudio = NATIVE_AUDIO) -> UploadFormat:
+    """Return the container of the audio file at `path` if `accepted` takes the file, or
+    raise `UnsupportedAudio`.
 
     Only the first packets are decoded; `decode_audio` reads the rest.
     """
@@ -92,28 +142,40 @@ def identify_audio(path: Path) -> AudioFormat:
     fmt = sniff_container(head)
     if fmt is None:
         raise UnsupportedAudio("the content is not a recognised audio container")
-    _probe(path, fmt)
+    if fmt not in accepted.codecs:
+        raise UnsupportedAudio(f"{fmt.value} files are not accepted here")
+    _probe(path, fmt, accepted)
     return fmt
 
 
-def sniff_container(head: bytes) -> AudioFormat | None:
+def sniff_container(head: bytes) -> UploadFormat | None:
     """The container the leading bytes announce, from magic numbers alone."""
     if len(head) >= 12 and head[:4] == b"RIFF" and head[8:12] == b"WAVE":
-        return AudioFormat.WAV
+        return UploadFormat.WAV
     if head[:4] == b"OggS":
-        return AudioFormat.OGG
+        return UploadFormat.OGG
+    if head[:4] == b"fLaC":
+        return UploadFormat.FLAC
     if len(head) >= 8 and head[4:8] == b"ftyp":
-        return AudioFormat.M4A
+        return UploadFormat.MP4
     if head[:4] == b"\x1a\x45\xdf\xa3":
-        return AudioFormat.WEBM if _ebml_doctype(head) == b"webm" else None
+        return UploadFormat.WEBM if _ebml_doctype(head) == b"webm" else None
     if head[:3] == b"ID3" or _two_mpeg_frames(head):
-        return AudioFormat.MP3
+        return UploadFormat.MP3
     return None
 
 
-def demuxer_name(fmt: AudioFormat) -> str:
+def demuxer_name(fmt: UploadFormat) -> str:
     """The FFmpeg demuxer to force for `fmt` (shared with the decoder)."""
-    return _CONTAINERS[fmt].demuxer
+    return _DEMUXERS[fmt]
+
+
+def use_only(container: av.container.InputContainer, stream: av.AudioStream) -> None:
+    """Have the demuxer skip every other stream's packets: a video track beside the audio
+    costs neither reads nor memory."""
+    for other in container.streams:
+        if other.index != stream.index:
+            other.discard = Discard.all
 
 
 # --- MPEG audio frame headers -------------------------------------------------------------
@@ -220,10 +282,10 @@ def _ebml_doctype(head: bytes) -> bytes | None:
 # --- PyAV probe ---------------------------------------------------------------------------
 
 
-def _probe(path: Path, fmt: AudioFormat) -> None:
+def _probe(path: Path, fmt: UploadFormat, accepted: AcceptedAudio) -> None:
     """Demux with the container's own demuxer and decode until audio comes out."""
     try:
-        _probe_container(path, fmt)
+        _probe_container(path, fmt, accepted)
     except UnsupportedAudio:
         raise
     except av.error.FFmpegError as exc:
@@ -238,25 +300,34 @@ def _probe(path: Path, fmt: AudioFormat) -> None:
         raise UnsupportedAudio(f"the {fmt.value} file does not decode") from exc
 
 
-def _probe_container(path: Path, fmt: AudioFormat) -> None:
+def _probe_container(path: Path, fmt: UploadFormat, accepted: AcceptedAudio) -> None:
     with av.open(str(path), format=demuxer_name(fmt), metadata_errors="ignore") as container:
         if not container.streams.audio:
             raise UnsupportedAudio(f"the {fmt.value} file has no audio stream")
+        if fmt in accepted.no_video and any(map(_is_video_track, container.streams.video)):
+            raise UnsupportedAudio(f"the {fmt.value} file holds video")
         stream = container.streams.audio[0]
-        _check_stream(stream, fmt)
+        _check_stream(stream, fmt, accepted)
+        use_only(container, stream)
         if not _decodes_audio(container, stream):
             raise UnsupportedAudio(f"the {fmt.value} file does not decode")
 
 
-def _check_stream(stream: av.AudioStream, fmt: AudioFormat) -> None:
-    """The stream's codec belongs in the container, with a layout a recording could have."""
+def _is_video_track(stream: av.VideoStream) -> bool:
+    # Cover art is shown by FFmpeg as a one-picture video stream; it is not video.
+    return not stream.disposition & Disposition.attached_pic
+
+
+def _check_stream(stream: av.AudioStream, fmt: UploadFormat, accepted: AcceptedAudio) -> None:
+    """The stream's codec is one the API takes in the container, with a layout a recording
+    could have."""
     context = stream.codec_context
     # PyAV leaves the codec context None (its stubs say otherwise) when FFmpeg has no
     # decoder for what the header declares, such as a WAV of 0 bits per sample.
     if context is None:
         raise UnsupportedAudio(f"the {fmt.value} file's audio codec is not recognised")
     codec = context.codec.canonical_name
-    if codec not in _CONTAINERS[fmt].codecs:
+    if codec not in accepted.codecs[fmt]:
         raise UnsupportedAudio(f"codec {codec} is not supported in {fmt.value}")
     channels = context.channels
     rate = context.sample_rate

@@ -13,10 +13,11 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Request, Response
 
 from voice_service.audio.encode import FORMATS
+from voice_service.audio.formats import OPENAI_AUDIO
 from voice_service.auth.principal import Principal
 from voice_service.deps import Authenticated, Context, require_service
 from voice_service.engines.protocols import TranscribeOptions
-from voice_service.errors import InvalidRequest, NotFound
+from voice_service.errors import ApiError, InvalidRequest, NotFound
 from voice_service.openai_api import transcripts
 from voice_service.openai_api.schemas import (
     STT_MODELS,
@@ -29,12 +30,11 @@ from voice_service.openai_api.schemas import (
 from voice_service.openai_api.voices import voice_id_for
 from voice_service.requestlog.record import RequestRecord
 from voice_service.schemas import parse_json
-from voice_service.speech.service import ENDPOINT as SPEECH
-from voice_service.speech.service import find_voice, speech_chunks
+from voice_service.speech.service import speech_chunks
 from voice_service.streaming import Billing, MeteredStream, started
 from voice_service.transcription.service import (
     AudioInfo,
-    Transcript,
+    TimedTranscript,
     TranscriptPart,
     billed_seconds,
     known_languages,
@@ -42,22 +42,35 @@ from voice_service.transcription.service import (
     transcribe_upload,
     transcript_parts,
 )
-from voice_service.uploads import Upload, receive_audio_upload
+from voice_service.uploads import AudioPolicy, Upload, receive_audio_upload
+from voice_service.vocabulary import Service, UsageEndpoint
+from voice_service.voices.service import find_voice
 
 # Usage is recorded under the native endpoints' names; translations have their own.
-TRANSCRIPTION = "speech-to-text"
-TRANSLATION = "translation"
 
 router = APIRouter(prefix="/v1", include_in_schema=False)
 SSE = "text/event-stream"
 Task = Literal["transcribe", "translate"]
 
 
+def _invalid_file_format(reason: str) -> ApiError:
+    # OpenAI's answer to a file it does not take: 400 with this message, which its SDKs
+    # raise as BadRequestError. The reason after it is ours.
+    names = ", ".join(repr(name) for name in OPENAI_AUDIO.names)
+    return InvalidRequest(
+        f"Invalid file format. Supported formats: [{names}]; this file: {reason}.", param="file"
+    )
+
+
+# OpenAI's formats, checked by content like the native API's (see OPENAI_AUDIO).
+OPENAI_POLICY = AudioPolicy(OPENAI_AUDIO, _invalid_file_format)
+
+
 @router.post("/audio/speech")
 async def speech(
     request: Request,
     context: Context,
-    principal: Annotated[Principal, Depends(require_service(SPEECH))],
+    principal: Annotated[Principal, Depends(require_service(Service.TEXT_TO_SPEECH))],
 ) -> MeteredStream:
     body = await parse_json(request, SpeechBody)
     voice = await find_voice(context, principal, voice_id_for(body.voice_name))
@@ -72,7 +85,7 @@ async def speech(
         speed=body.speed,
     )
     units = len(body.input)
-    billing = Billing(context, principal, SPEECH, lambda: units)
+    billing = Billing(context, principal, UsageEndpoint.TEXT_TO_SPEECH, lambda: units)
     if body.stream_format == "sse":
         events = _speech_events(await started(chunks), units)
         return MeteredStream(events, media_type=SSE, billing=billing)
@@ -94,18 +107,20 @@ async def _speech_events(
 async def transcriptions(
     request: Request,
     context: Context,
-    principal: Annotated[Principal, Depends(require_service(TRANSCRIPTION))],
+    principal: Annotated[Principal, Depends(require_service(Service.SPEECH_TO_TEXT))],
 ) -> Response:
-    return await _transcribe(request, context, principal, "transcribe", TRANSCRIPTION)
+    return await _transcribe(
+        request, context, principal, "transcribe", UsageEndpoint.SPEECH_TO_TEXT
+    )
 
 
 @router.post("/audio/translations")
 async def translations(
     request: Request,
     context: Context,
-    principal: Annotated[Principal, Depends(require_service(TRANSCRIPTION))],
+    principal: Annotated[Principal, Depends(require_service(Service.SPEECH_TO_TEXT))],
 ) -> Response:
-    return await _transcribe(request, context, principal, "translate", TRANSLATION)
+    return await _transcribe(request, context, principal, "translate", UsageEndpoint.TRANSLATION)
 
 
 async def _transcribe(
@@ -120,7 +135,7 @@ async def _transcribe(
             # The first part comes once the file is decoded (into memory, bounded by
             # MAX_AUDIO_SECONDS), so the upload can go when this block ends; a file that
             # does not decode is answered with its own status here.
-            parts = transcript_parts(context, record, upload.path, form.options)
+            parts = transcript_parts(context, record, upload.path, form.options, OPENAI_POLICY)
             info = await anext(parts)
             assert isinstance(info, AudioInfo)
             return MeteredStream(
@@ -129,7 +144,7 @@ async def _transcribe(
                 billing=Billing(context, principal, endpoint, lambda: billed_seconds(info)),
             )
         transcript = await transcribe_upload(
-            context, principal, record, endpoint, upload.path, form.options
+            context, principal, record, endpoint, upload.path, form.options, OPENAI_POLICY
         )
     body, media_type = transcripts.render(
         transcript,
@@ -145,7 +160,7 @@ async def _transcribe(
 async def _transcript_events(
     parts: AsyncGenerator[TranscriptPart, None], info: AudioInfo
 ) -> AsyncGenerator[bytes, None]:
-    transcript = Transcript(info)
+    transcript = TimedTranscript(info)
     async with aclosing(parts):
         async for part in parts:
             assert not isinstance(part, AudioInfo)

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from voice_service.audio.encode import AudioFormat
+from voice_service.audio.encode import OutputFormat
 from voice_service.speech.schemas import SpeechText
 
 TTS_MODELS = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
@@ -32,7 +32,7 @@ class SpeechBody(BaseModel):
         description="One of OpenAI's voice names, a voice id from GET /api/v1/voices, "
         'or {"id": "voice_..."}.'
     )
-    response_format: AudioFormat = AudioFormat.MP3
+    response_format: OutputFormat = OutputFormat.MP3
     speed: float = Field(1.0, ge=0.25, le=4.0)
     instructions: str | None = Field(
         None,

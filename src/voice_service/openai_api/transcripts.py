@@ -7,16 +7,16 @@ from typing import Any
 
 from voice_service.engines.protocols import Segment
 from voice_service.openai_api.schemas import TranscriptFormat
-from voice_service.transcription.service import Transcript, billed_seconds
+from voice_service.transcription.service import TimedTranscript, billed_seconds
 
 
-def usage(transcript: Transcript) -> dict[str, Any]:
+def usage(transcript: TimedTranscript) -> dict[str, Any]:
     """What the request is billed: one unit per started second, as OpenAI bills whisper-1."""
     return {"type": "duration", "seconds": billed_seconds(transcript.info)}
 
 
 def render(
-    transcript: Transcript,
+    transcript: TimedTranscript,
     fmt: TranscriptFormat,
     task: str,
     *,
@@ -41,7 +41,7 @@ def render(
 
 
 def verbose_json(
-    transcript: Transcript, task: str, *, words: bool, segments: bool, temperature: float
+    transcript: TimedTranscript, task: str, *, words: bool, segments: bool, temperature: float
 ) -> dict[str, Any]:
     body: dict[str, Any] = {
         "task": task,

@@ -4,13 +4,15 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request, Response
 
-from voice_service.audio.encode import FORMATS, AudioFormat
+from voice_service.audio.encode import FORMATS, OutputFormat
 from voice_service.auth.principal import Principal
 from voice_service.deps import Context, require_service
 from voice_service.schemas import error_responses, json_request_body, parse_json
 from voice_service.speech.schemas import SpeechRequest
-from voice_service.speech.service import ENDPOINT, find_voice, speech_chunks, synthesize_speech
+from voice_service.speech.service import speech_chunks, synthesize_speech
 from voice_service.streaming import Billing, MeteredStream, started
+from voice_service.vocabulary import Service, UsageEndpoint
+from voice_service.voices.service import find_voice
 
 router = APIRouter(tags=["speech"])
 
@@ -30,7 +32,7 @@ _MP3 = {"audio/mpeg": {"schema": {"type": "string", "format": "binary"}}}
 async def text_to_speech(
     request: Request,
     context: Context,
-    principal: Annotated[Principal, Depends(require_service(ENDPOINT))],
+    principal: Annotated[Principal, Depends(require_service(Service.TEXT_TO_SPEECH))],
 ) -> Response:
     body = await parse_json(request, SpeechRequest)
     audio = await synthesize_speech(context, principal, request.state.record, body)
@@ -56,16 +58,16 @@ async def text_to_speech(
 async def text_to_speech_stream(
     request: Request,
     context: Context,
-    principal: Annotated[Principal, Depends(require_service(ENDPOINT))],
+    principal: Annotated[Principal, Depends(require_service(Service.TEXT_TO_SPEECH))],
 ) -> MeteredStream:
     body = await parse_json(request, SpeechRequest)
     voice = await find_voice(context, principal, body.voice_id)
     chunks = speech_chunks(
-        context, voice, body.text, request.state.record, AudioFormat.MP3, streaming=True
+        context, voice, body.text, request.state.record, OutputFormat.MP3, streaming=True
     )
     units = len(body.text)
     return MeteredStream(
         await started(chunks),
-        media_type=FORMATS[AudioFormat.MP3].media_type,
-        billing=Billing(context, principal, ENDPOINT, lambda: units),
+        media_type=FORMATS[OutputFormat.MP3].media_type,
+        billing=Billing(context, principal, UsageEndpoint.TEXT_TO_SPEECH, lambda: units),
     )

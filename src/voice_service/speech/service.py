@@ -13,32 +13,22 @@ from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
 from contextlib import aclosing
 from typing import Any
 
-from voice_service.admission import Capability, Job
-from voice_service.audio.encode import AudioEncoder, AudioFormat
+from voice_service.admission import Job
+from voice_service.audio.encode import AudioEncoder, OutputFormat
 from voice_service.auth.principal import Principal
 from voice_service.context import AppContext
 from voice_service.engines.deadline import InferenceBudget
 from voice_service.engines.protocols import EngineError, UnknownVoice
 from voice_service.engines.registry import Engines
-from voice_service.errors import NotFound, ProviderError, VoiceNotFound
+from voice_service.errors import NotFound, ProviderError
 from voice_service.models import Voice
 from voice_service.requestlog.record import RequestRecord
 from voice_service.speech.schemas import SpeechRequest
 from voice_service.usage.billing import bill_success
-from voice_service.voices.repository import get_visible
+from voice_service.vocabulary import Capability, UsageEndpoint
+from voice_service.voices.service import find_voice
 
 logger = logging.getLogger(__name__)
-
-ENDPOINT = "text-to-speech"
-
-
-async def find_voice(context: AppContext, principal: Principal, voice_id: str) -> Voice:
-    """The voice `voice_id` if the caller's organization may use it."""
-    async with context.sessions() as session:
-        voice = await get_visible(session, principal.org_id, voice_id)
-    if voice is None:
-        raise VoiceNotFound(voice_id)
-    return voice
 
 
 async def synthesize_speech(
@@ -47,13 +37,13 @@ async def synthesize_speech(
     """The native /text-to-speech: one MP3 file, billed once it is made."""
     voice = await find_voice(context, principal, body.voice_id)
     audio = await speak(context, voice, body.text, record)
-    await bill_success(context, record, principal, ENDPOINT, len(body.text))
+    await bill_success(context, record, principal, UsageEndpoint.TEXT_TO_SPEECH, len(body.text))
     return audio
 
 
 async def speak(context: AppContext, voice: Voice, text: str, record: RequestRecord) -> bytes:
     """One MP3 file of `voice` saying `text`; not billed (the caller bills)."""
-    chunks = speech_chunks(context, voice, text, record, AudioFormat.MP3, streaming=False)
+    chunks = speech_chunks(context, voice, text, record, OutputFormat.MP3, streaming=False)
     return b"".join([chunk async for chunk in chunks])
 
 
@@ -62,7 +52,7 @@ async def speech_chunks(
     voice: Voice,
     text: str,
     record: RequestRecord,
-    fmt: AudioFormat,
+    fmt: OutputFormat,
     *,
     streaming: bool,
     speed: float = 1.0,

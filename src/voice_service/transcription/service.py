@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
-from voice_service.admission import Capability, Job
+from voice_service.admission import Job
 from voice_service.audio.decode import decode_audio
-from voice_service.audio.formats import identify_audio
+from voice_service.audio.formats import AcceptedAudio, identify_audio
 from voice_service.auth.principal import Principal
 from voice_service.context import AppContext
 from voice_service.engines.deadline import InferenceBudget
@@ -31,8 +31,9 @@ from voice_service.engines.protocols import (
 from voice_service.engines.registry import TRANSCRIBER
 from voice_service.errors import InvalidRequest, ProviderError
 from voice_service.requestlog.record import RequestRecord
-from voice_service.uploads import audio_errors_as_api_errors
+from voice_service.uploads import NATIVE_POLICY, AudioPolicy, audio_errors_as_api_errors
 from voice_service.usage.billing import bill_success
+from voice_service.vocabulary import Capability
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +48,10 @@ TranscriptPart = AudioInfo | Segment
 
 
 @dataclass(slots=True)
-class Transcript:
+class TimedTranscript:
+    """What the engine made of the audio: its info and the timed segments, which each API
+    renders in its own shape (the native `schemas.Transcript`, OpenAI's formats)."""
+
     info: AudioInfo
     segments: list[Segment] = field(default_factory=list)
 
@@ -82,13 +86,14 @@ async def transcribe_upload(
     endpoint: str,
     path: Path,
     options: TranscribeOptions,
-) -> Transcript:
+    policy: AudioPolicy = NATIVE_POLICY,
+) -> TimedTranscript:
     """The whole transcript of the file at `path`, billed once it is made."""
-    transcript: Transcript | None = None
-    async with aclosing(transcript_parts(context, record, path, options)) as parts:
+    transcript: TimedTranscript | None = None
+    async with aclosing(transcript_parts(context, record, path, options, policy)) as parts:
         async for part in parts:
             if isinstance(part, AudioInfo):
-                transcript = Transcript(part)
+                transcript = TimedTranscript(part)
             else:
                 assert transcript is not None
                 transcript.segments.append(part)
@@ -98,23 +103,29 @@ async def transcribe_upload(
 
 
 async def transcript_parts(
-    context: AppContext, record: RequestRecord, path: Path, options: TranscribeOptions
+    context: AppContext,
+    record: RequestRecord,
+    path: Path,
+    options: TranscribeOptions,
+    policy: AudioPolicy = NATIVE_POLICY,
 ) -> AsyncGenerator[TranscriptPart, None]:
     """`AudioInfo` first, then each segment as it is decoded; not billed (the caller
-    bills `billed_seconds`). Audio and engine failures are API errors here."""
+    bills `billed_seconds`). Audio and engine failures are API errors here, a file the
+    `policy` does not accept its refusal."""
     assert context.engines is not None
     made = context.pool.stream(
         Job(Capability.SPEECH_TO_TEXT, TRANSCRIBER, abandoned=record.client_gone),
         _transcript_parts,
         context.engines.transcriber,
         path,
+        policy.accepted,
         options,
         context.settings.max_audio_seconds,
         context.inference_budget,
     )
     seconds = 0.0
     try:
-        with audio_errors_as_api_errors("audio"):
+        with audio_errors_as_api_errors("audio", policy):
             async with aclosing(made) as parts:
                 async for part in parts:
                     if isinstance(part, AudioInfo):
@@ -135,12 +146,13 @@ def billed_seconds(info: AudioInfo) -> int:
 def _transcript_parts(
     transcriber: SpeechToText,
     path: Path,
+    accepted: AcceptedAudio,
     options: TranscribeOptions,
     max_seconds: float,
     budget: InferenceBudget,
 ) -> Iterator[TranscriptPart]:
     deadline = budget.start()
-    fmt = identify_audio(path)
+    fmt = identify_audio(path, accepted)
     audio = decode_audio(path, max_seconds=max_seconds, fmt=fmt)
     stream = transcriber.stream(audio.samples, options)
     yield AudioInfo(stream.language, audio.duration_seconds)

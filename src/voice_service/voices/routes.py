@@ -5,7 +5,8 @@ from fastapi import APIRouter, Response
 from voice_service.deps import Authenticated, Context
 from voice_service.schemas import error_responses
 from voice_service.voices.repository import list_clones
-from voice_service.voices.schemas import VoiceList
+from voice_service.voices.schemas import OneVoice, Voice, VoiceList
+from voice_service.voices.service import find_voice
 
 router = APIRouter(tags=["voices"])
 
@@ -26,3 +27,13 @@ async def list_voices(context: Context, principal: Authenticated) -> Response:
 
     body = await context.clone_listings.get(principal.org_id, load)
     return Response(body, media_type="application/json")
+
+
+@router.get(
+    "/voices/{id}",
+    summary="One catalogue voice or one of the organization's cloned voices",
+    response_model=OneVoice,
+    responses=error_responses(404),
+)
+async def get_voice(id: str, context: Context, principal: Authenticated) -> OneVoice:
+    return OneVoice(voice=Voice.of(await find_voice(context, principal, id)))

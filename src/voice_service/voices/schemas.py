@@ -42,3 +42,7 @@ class Voice(BaseModel):
 
 class VoiceList(BaseModel):
     voices: list[Voice]
+
+
+class OneVoice(BaseModel):
+    voice: Voice

@@ -1,0 +1,20 @@
+"""Finding one voice for a caller: the shared catalogue and the organization's own clones."""
+
+from __future__ import annotations
+
+from voice_service.auth.principal import Principal
+from voice_service.context import AppContext
+from voice_service.errors import VoiceNotFound
+from voice_service.models import Voice
+from voice_service.voices.repository import get_visible
+
+
+async def find_voice(context: AppContext, principal: Principal, voice_id: str) -> Voice:
+    """The voice `voice_id` if the caller's organization may use it; read from the
+    database, not from a listing cache, so a clone deleted on any node is gone at once."""
+    async with context.sessions() as session:
+        voice = await get_visible(session, principal.org_id, voice_id)
+    if voice is None:
+        # One answer for an unknown id and another organization's clone (spec section 5).
+        raise VoiceNotFound(voice_id)
+    return voice
