@@ -7,5 +7,7 @@ window.addEventListener("load", () => {
     dom_id: "#swagger-ui",
     deepLinking: true,
     presets: [SwaggerUIBundle.presets.apis],
+    // Offline: no badge fetched from the public validator.
+    validatorUrl: null,
   });
 });
