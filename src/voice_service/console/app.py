@@ -7,7 +7,7 @@ from pathlib import Path
 from fastapi import APIRouter, FastAPI, Request, Response
 from fastapi.staticfiles import StaticFiles
 
-from voice_service.console import keys, request_log, sign_in, usage, voices
+from voice_service.console import keys, request_log, root, sign_in, usage, voices
 from voice_service.console.auth import PageNotFound, SignInRequired
 from voice_service.console.pages import CONSOLE_PREFIX, redirect, render
 from voice_service.console.previews import Previews
@@ -23,6 +23,7 @@ def install_console(app: FastAPI) -> None:
     for module in (sign_in, keys, usage, request_log, voices):
         console.include_router(module.router)
     app.include_router(console)
+    app.add_api_route("/", root.root, methods=["GET"], include_in_schema=False)
     app.mount(f"{CONSOLE_PREFIX}/static", StaticFiles(directory=STATIC_DIR), name="console-static")
     app.state.console_previews = Previews()
 
