@@ -3,14 +3,16 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import date, timedelta
 
 from markupsafe import Markup, escape
 
 from voice_service.usage.repository import DailyUsage
+from voice_service.vocabulary import UsageEndpoint
 
 WIDTH, HEIGHT = 760, 260
 LEFT, RIGHT, TOP, BOTTOM = 48, 12, 12, 28
@@ -18,8 +20,29 @@ PALETTE = ("#4f46e5", "#0891b2", "#16a34a", "#d97706", "#db2777", "#7c3aed", "#6
 GRID_LINES = 4
 
 
-def endpoint_colours(endpoints: Sequence[str]) -> dict[str, str]:
-    return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(sorted(set(endpoints)))}
+# Usage is listed, stacked and coloured in the vocabulary's order.
+_KNOWN = [endpoint.value for endpoint in UsageEndpoint]
+
+
+def _rank(endpoint: str) -> tuple[int, str]:
+    # An endpoint the vocabulary does not name (an older release's) goes last, by name.
+    return (_KNOWN.index(endpoint), "") if endpoint in _KNOWN else (len(_KNOWN), endpoint)
+
+
+def endpoint_order(endpoints: Iterable[str]) -> list[str]:
+    """The distinct `endpoints` in the vocabulary's order, whichever was used first."""
+    return sorted(set(endpoints), key=_rank)
+
+
+def endpoint_colours(endpoints: Iterable[str]) -> dict[str, str]:
+    """Each endpoint's colour, in the page's order; a known endpoint's colour is the same
+    whatever else the period holds."""
+    ordered = endpoint_order(endpoints)
+    others = itertools.count(len(_KNOWN))
+    return {
+        e: PALETTE[(_KNOWN.index(e) if e in _KNOWN else next(others)) % len(PALETTE)]
+        for e in ordered
+    }
 
 
 def usage_chart(rows: Sequence[DailyUsage], start: date, end: date) -> Markup:
@@ -48,7 +71,7 @@ def usage_chart(rows: Sequence[DailyUsage], start: date, end: date) -> Markup:
     for index, day in enumerate(days):
         x = LEFT + index * slot
         base: float = TOP + plot_h
-        for endpoint in sorted(stacks.get(day, {})):
+        for endpoint in endpoint_order(stacks.get(day, {})):
             units = stacks[day][endpoint]
             height = plot_h * units / top if top else 0
             base -= height

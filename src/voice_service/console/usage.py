@@ -10,7 +10,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, Response
 
 from voice_service.console.auth import CurrentOrg, SignedInUser
-from voice_service.console.chart import endpoint_colours, usage_chart
+from voice_service.console.chart import endpoint_colours, endpoint_order, usage_chart
 from voice_service.console.pages import render
 from voice_service.console.security import secure_headers
 from voice_service.deps import Context
@@ -37,6 +37,13 @@ async def _rows(context: Context, org_id: str, first: date, last: date) -> list[
         return await daily_usage(session, org_id, first, last)
 
 
+def _in_order(rows: list[DailyUsage], *, newest_first: bool) -> list[DailyUsage]:
+    """By day, and within a day in the vocabulary's order (as the totals and the chart)."""
+    order = endpoint_order(row.endpoint for row in rows)
+    direction = -1 if newest_first else 1
+    return sorted(rows, key=lambda r: (direction * r.day.toordinal(), order.index(r.endpoint)))
+
+
 @router.get("/orgs/{org_id}/usage")
 async def usage_page(
     request: Request,
@@ -48,6 +55,7 @@ async def usage_page(
 ) -> Response:
     first, last, error = _period(start, end)
     rows = await _rows(context, org.id, first, last)
+    summed = totals(rows)
     return render(
         request,
         "usage.html",
@@ -57,8 +65,8 @@ async def usage_page(
         error=error,
         start=first,
         end=last,
-        rows=sorted(rows, key=lambda r: (r.day, r.endpoint), reverse=True),
-        totals=totals(rows),
+        rows=_in_order(rows, newest_first=True),
+        totals=[(endpoint, summed[endpoint]) for endpoint in endpoint_order(summed)],
         colours=endpoint_colours([row.endpoint for row in rows]),
         chart=usage_chart(rows, first, last),
     )
@@ -79,7 +87,7 @@ async def usage_csv(
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(["date", "endpoint", "units", "requests"])
-    for row in rows:
+    for row in _in_order(rows, newest_first=False):
         writer.writerow([row.day.isoformat(), row.endpoint, row.units, row.requests])
     filename = f"usage-{org.id}-{first.isoformat()}-{last.isoformat()}.csv"
     response = Response(

@@ -156,7 +156,7 @@ async def clone_action(
         )
     # 201 like the API's clone, whose request-log row this request already has.
     return await _voices_page(
-        request, context, user, org, status=201, notice=f"Voice {voice.name} created."
+        request, context, user, org, status=201, notice=f"Voice “{voice.name}” cloned."
     )
 
 
