@@ -1,0 +1,78 @@
+"""The README's "Calling it" commands, run top to bottom with curl against `voice-service
+serve`, as a new user pastes them: every one answers 2xx and leaves the files the later ones
+(and the OpenAI section's translation) use."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import av
+import httpx
+
+from tests.helpers.servers import running_server
+
+README = Path(__file__).parents[1] / "README.md"
+
+
+def calling_it_commands() -> str:
+    section = README.read_text().split("\n## Calling it\n", 1)[1]
+    block = re.search(r"```sh\n(.*?)```", section, re.DOTALL)
+    assert block is not None, "the README's Calling it section has no sh block"
+    return block[1]
+
+
+def as_run_here(script: str, root: str) -> str:
+    """The README's commands against this server: the key from the environment, curl made to
+    fail on an HTTP error status, and the streamed speech saved instead of played."""
+    assert "export VOICE_API_KEY=vs_..." in script and "| ffplay" in script
+    script = script.replace("export VOICE_API_KEY=vs_...", ": key from the environment")
+    script = script.replace("ROOT=http://127.0.0.1:8000", f"ROOT={root}")
+    script = re.sub(r"\| ffplay .*", "> streamed.mp3", script)
+    return re.sub(r"\bcurl -s", "curl -fs", script)
+
+
+def audio_seconds(path: Path) -> float:
+    with av.open(str(path)) as container:
+        stream = container.streams.audio[0]
+        samples = sum(frame.samples for frame in container.decode(stream))
+        return samples / stream.codec_context.sample_rate
+
+
+def test_the_readme_runs_top_to_bottom(tmp_path: Path) -> None:
+    work = tmp_path / "user"
+    work.mkdir()
+    with running_server(tmp_path) as server:
+        done = subprocess.run(  # noqa: S603
+            [
+                "/bin/bash",
+                "-e",
+                "-o",
+                "pipefail",
+                "-c",
+                as_run_here(calling_it_commands(), server.root),
+            ],
+            cwd=work,
+            env={**server.env, "VOICE_API_KEY": server.api_key},
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert done.returncode == 0, done.stderr + done.stdout
+        for name in ("hello.mp3", "hola.mp3", "streamed.mp3", "sample.wav", "narrator.mp3"):
+            assert audio_seconds(work / name) > 0.5, name
+        # hola.mp3 is Spanish, as the OpenAI section's translation example needs.
+        heard = httpx.post(
+            f"{server.base_url}/speech-to-text",
+            headers={"Authorization": f"Bearer {server.api_key}"},
+            files={"file": ("hola.mp3", (work / "hola.mp3").read_bytes())},
+            timeout=120,
+        )
+        assert heard.status_code == 200, heard.text
+        assert heard.json()["language"] == "es", heard.text
+        # The clone was made, then deleted (the server's own log of what it answered).
+        rows = server.query("SELECT method, path, status FROM request_log")
+        answered = {(row["method"], row["path"], row["status"]) for row in rows}
+        assert ("POST", "/api/v1/voices/clone", 201) in answered
+        assert any(m == "DELETE" and s == 200 for m, _, s in answered)
