@@ -16,8 +16,6 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-ACCEPTED_FORMATS = "mp3, wav, m4a, webm, ogg"
-
 
 class ApiError(Exception):
     status: ClassVar[int] = 500
@@ -88,7 +86,7 @@ class PayloadTooLarge(ApiError):
 
 class UnsupportedMediaType(ApiError):
     status, code = 415, "UNSUPPORTED_MEDIA_TYPE"
-    default_message = f"Unsupported audio file. Accepted formats: {ACCEPTED_FORMATS}."
+    default_message = "Unsupported audio file."
 
 
 class RateLimited(ApiError):

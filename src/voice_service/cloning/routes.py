@@ -4,6 +4,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
 
+from voice_service.audio.formats import NATIVE_AUDIO
 from voice_service.auth.principal import Principal
 from voice_service.cloning.schemas import (
     MAX_DESCRIPTION_LENGTH,
@@ -13,7 +14,6 @@ from voice_service.cloning.schemas import (
 )
 from voice_service.cloning.service import clone_voice, delete_voice, validate_clone_fields
 from voice_service.deps import Authenticated, Context, require_service
-from voice_service.errors import ACCEPTED_FORMATS
 from voice_service.schemas import error_responses, multipart_request_body
 from voice_service.uploads import receive_audio_upload
 from voice_service.vocabulary import Service
@@ -32,7 +32,7 @@ _CLONE_BODY = multipart_request_body(
         "file": {
             "type": "string",
             "format": "binary",
-            "description": f"A clear sample of one speaker: {ACCEPTED_FORMATS}; "
+            "description": f"A clear sample of one speaker: {NATIVE_AUDIO.text}; "
             "at most the upload limit (413).",
         },
         "description": {"type": "string", "maxLength": MAX_DESCRIPTION_LENGTH},

@@ -4,10 +4,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
 
+from voice_service.audio.formats import NATIVE_AUDIO
 from voice_service.auth.principal import Principal
 from voice_service.deps import Context, require_service
 from voice_service.engines.protocols import TranscribeOptions
-from voice_service.errors import ACCEPTED_FORMATS
 from voice_service.schemas import error_responses, multipart_request_body
 from voice_service.transcription.schemas import Transcript
 from voice_service.transcription.service import (
@@ -16,6 +16,7 @@ from voice_service.transcription.service import (
     transcribe_upload,
 )
 from voice_service.uploads import receive_audio_upload
+from voice_service.vocabulary import Service, UsageEndpoint
 
 router = APIRouter(tags=["transcription"])
 
@@ -24,7 +25,8 @@ _BODY = multipart_request_body(
         "file": {
             "type": "string",
             "format": "binary",
-            "description": f"Audio: {ACCEPTED_FORMATS}; at most 25 MB. Checked by content.",
+            "description": f"Audio: {NATIVE_AUDIO.text}; checked by content; "
+            "at most the upload limit (413).",
         },
         "language": {
             "type": "string",
@@ -68,9 +70,9 @@ async def _transcribe(
 async def speech_to_text(
     request: Request,
     context: Context,
-    principal: Annotated[Principal, Depends(require_service("speech-to-text"))],
+    principal: Annotated[Principal, Depends(require_service(Service.SPEECH_TO_TEXT))],
 ) -> Transcript:
-    return await _transcribe(request, context, principal, "speech-to-text")
+    return await _transcribe(request, context, principal, UsageEndpoint.SPEECH_TO_TEXT)
 
 
 @router.post(
@@ -83,6 +85,6 @@ async def speech_to_text(
 async def asr(
     request: Request,
     context: Context,
-    principal: Annotated[Principal, Depends(require_service("asr"))],
+    principal: Annotated[Principal, Depends(require_service(Service.ASR))],
 ) -> Transcript:
-    return await _transcribe(request, context, principal, "asr")
+    return await _transcribe(request, context, principal, UsageEndpoint.ASR)
