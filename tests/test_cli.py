@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
 import pytest
 from typer.testing import CliRunner
 
-from tests.helpers.app import TEST_PEPPER, running
+from tests.helpers.app import running
+from tests.helpers.cli import admin_env
 from tests.helpers.voices import JOE
 from voice_service.app import create_app
 from voice_service.cli import app as cli
@@ -20,11 +22,7 @@ from voice_service.settings import Settings
 
 @pytest.fixture
 def env(settings: Settings) -> dict[str, str]:
-    return {
-        "VOICE_SERVICE_DATA_DIR": str(settings.data_dir),
-        "VOICE_SERVICE_DATABASE_URL": settings.resolved_database_url,
-        "VOICE_SERVICE_KEY_PEPPER": TEST_PEPPER,
-    }
+    return admin_env(settings)
 
 
 @pytest.fixture
@@ -38,6 +36,19 @@ def admin(env: dict[str, str]):  # type: ignore[no-untyped-def]
             return result
         assert result.exit_code == 0, result.output
         return json.loads(result.stdout)
+
+    return run
+
+
+@pytest.fixture
+def admin_text(env: dict[str, str]):  # type: ignore[no-untyped-def]
+    """The CLI's text output, as an operator reads it."""
+    runner = CliRunner()
+
+    def run(*args: str) -> str:
+        result = runner.invoke(cli, list(args), env=env)
+        assert result.exit_code == 0, result.output
+        return result.stdout
 
     return run
 
@@ -65,6 +76,58 @@ def test_keys_create_shows_the_secret_once_and_list_shows_prefixes(admin) -> Non
     assert [k["id"] for k in listed] == [key["id"]]
     assert key["secret"] not in json.dumps(listed)
     assert listed[0]["prefix"] == key["prefix"]
+
+
+def test_keys_list_shows_each_key_name_and_rate_limit(admin, admin_text) -> None:  # type: ignore[no-untyped-def]
+    org = admin("orgs", "create", "Acme")
+    named = admin("keys", "create", org["id"], "--name", "ci runner", "--rate-limit", "500")
+    unnamed = admin("keys", "create", org["id"])
+    admin("keys", "revoke", unnamed["id"])
+    lines = admin_text("keys", "list", org["id"]).splitlines()
+    assert len(lines) == 2
+    assert named["id"] in lines[0] and "active" in lines[0]
+    assert "500/min" in lines[0] and lines[0].endswith("ci runner")
+    assert unnamed["id"] in lines[1] and "revoked" in lines[1]
+    assert "100/min (default)" in lines[1] and lines[1].endswith("(no name)")
+    listed = admin("keys", "list", org["id"])
+    assert [(k["name"], k["rate_limit"], k["effective_rate_limit"]) for k in listed] == [
+        ("ci runner", 500, 500),
+        (None, None, 100),
+    ]
+    assert all(k["org_id"] == org["id"] and k["kind"] == "api" for k in listed)
+
+
+def test_usage_prints_totals_per_endpoint_for_a_period(admin, admin_text) -> None:  # type: ignore[no-untyped-def]
+    org = admin("orgs", "create", "Acme")
+    text = admin_text("usage", org["id"], "--from", "2026-01-01", "--to", "2026-01-31")
+    assert text.strip() == f"No usage for {org['id']}, 2026-01-01 to 2026-01-31 (UTC days)."
+    report = admin("usage", org["id"], "--from", "2026-01-01", "--to", "2026-01-31")
+    assert report == {
+        "org_id": org["id"],
+        "from": "2026-01-01",
+        "to": "2026-01-31",
+        "usage": [],
+        "totals": {},
+    }
+
+
+@pytest.mark.parametrize(
+    ("period", "message"),
+    [
+        (["--from", "2026-02-30"], "'2026-02-30' is not a day written YYYY-MM-DD"),
+        (["--to", "2026-1-5"], "'2026-1-5' is not a day written YYYY-MM-DD"),
+        (["--from", "2026-03-02", "--to", "2026-03-01"], "starts after it ends"),
+        (["--from", "2025-01-01", "--to", "2026-01-02"], "more than 366 days"),
+        (["--to", "0001-01-05"], "cannot end on 0001-01-05"),
+    ],
+)
+def test_usage_refuses_the_periods_the_api_refuses(  # type: ignore[no-untyped-def]
+    admin, period: list[str], message: str
+) -> None:
+    org = admin("orgs", "create", "Acme")
+    result = admin("usage", org["id"], *period, ok=False)
+    assert "--from, --to" in result.stderr and message in result.stderr
+    assert result.stdout == ""
 
 
 @pytest.mark.parametrize(
@@ -113,7 +176,7 @@ def test_unknown_service_is_refused(admin) -> None:  # type: ignore[no-untyped-d
 
 
 def test_cli_changes_take_effect_over_http(  # type: ignore[no-untyped-def]
-    admin, settings: Settings, engines: Engines
+    admin, admin_text, settings: Settings, engines: Engines
 ) -> None:
     org = admin("orgs", "create", "Acme")
     key = admin("keys", "create", org["id"])
@@ -148,15 +211,20 @@ def test_cli_changes_take_effect_over_http(  # type: ignore[no-untyped-def]
     response = asyncio.run(call("POST", "/text-to-speech", **tts))
     assert response.status_code == 200
 
-    usage = admin("usage", org["id"])
-    assert usage == [
-        {
-            "request_id": response.headers["x-request-id"],
-            "endpoint": "text-to-speech",
-            "units": 3,
-            "created_at": usage[0]["created_at"],
-        }
+    # Days around today's: the request may have been billed just before a UTC midnight.
+    today = datetime.now(UTC).date()
+    around = ["--from", str(today - timedelta(days=1)), "--to", str(today + timedelta(days=1))]
+    usage = admin("usage", org["id"], *around)
+    assert usage["from"] == str(today - timedelta(days=1))
+    assert [(u["endpoint"], u["units"], u["requests"]) for u in usage["usage"]] == [
+        ("text-to-speech", 3, 1)
     ]
+    assert usage["totals"] == {"text-to-speech": 3}
+    totals = admin_text("usage", org["id"], *around).split("Totals:\n")[1]
+    assert totals.split() == ["text-to-speech", "3", "units", "1", "requests"]
+    assert admin("usage", org["id"])["totals"] == {"text-to-speech": 3}  # the last 30 days
+    before = admin("usage", org["id"], "--to", str(today - timedelta(days=2)))
+    assert before["usage"] == [] and before["totals"] == {}
     requests = admin("requests", org["id"], "--limit", "3")
     assert len(requests) == 3
     assert set(requests[0]) == {

@@ -7,10 +7,11 @@ import json
 from typing import Any
 
 import pytest
+from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncSession
 from typer.testing import CliRunner
 
-from tests.helpers.app import TEST_PEPPER
+from tests.helpers.cli import admin_env
 from tests.helpers.voices import JOE
 from voice_service.cli import _welcome
 from voice_service.cli import app as cli
@@ -23,11 +24,7 @@ from voice_service.tenancy.users import password_matches
 
 @pytest.fixture
 def run(settings: Settings):  # type: ignore[no-untyped-def]
-    env = {
-        "VOICE_SERVICE_DATA_DIR": str(settings.data_dir),
-        "VOICE_SERVICE_DATABASE_URL": settings.resolved_database_url,
-        "VOICE_SERVICE_KEY_PEPPER": TEST_PEPPER,
-    }
+    env = admin_env(settings)
     runner = CliRunner()
 
     def invoke(*args: str, stdin: str | None = None, ok: bool = True) -> Any:
@@ -158,8 +155,8 @@ def test_audit_lists_an_accounts_events_newest_first(  # type: ignore[no-untyped
 def test_not_found_names_the_database_it_looked_in(run, settings: Settings) -> None:  # type: ignore[no-untyped-def]
     error = run("orgs", "show", "org_nope", ok=False)
     assert "No organization with id 'org_nope'" in error
-    if settings.is_sqlite:
-        assert str(settings.data_dir.resolve()) in error
+    if settings.is_sqlite:  # the file the URL names, wherever the data dir is
+        assert f"SQLite database {make_url(settings.resolved_database_url).database}" in error
     else:
         assert "postgresql" in error and "postgres:postgres@" not in error
     assert "No account with id" in run("users", "list", "acct_nope", ok=False)
@@ -167,8 +164,11 @@ def test_not_found_names_the_database_it_looked_in(run, settings: Settings) -> N
 
 def test_the_first_start_banner_names_the_account_and_a_real_voice() -> None:
     first = {"org_id": "org_1", "account_id": "acct_1", "key_id": "key_1", "api_key": "vs_x"}
-    text = _welcome("http://127.0.0.1:8000/api/v1", first)
-    assert "acct_1" in text and "http://127.0.0.1:8000/console/" in text
+    text = _welcome("http://127.0.0.1:8000/api/v1", first, ".venv/bin/voice-service")
+    assert ".venv/bin/voice-service users create acct_1" in text
+    assert "http://127.0.0.1:8000/console/" in text
     assert JOE in text
-    later = _welcome("http://127.0.0.1:8000/api/v1", {"org_id": "org_1", "account_id": "acct_1"})
-    assert "users create acct_1" in later
+    later = _welcome(
+        "http://127.0.0.1:8000/api/v1", {"org_id": "org_1", "account_id": "acct_1"}, "vs"
+    )
+    assert "vs users create acct_1" in later and "vs keys create org_1" in later

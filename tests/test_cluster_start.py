@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 import multiprocessing
-import socket
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from tests.helpers.app import TEST_PEPPER, fresh_database, make_settings, running
+from tests.helpers.app import fresh_database, make_settings, running
+from tests.helpers.cli import admin_env, unconfigured_env, voice_service
 from voice_service.app import create_app
 from voice_service.auth.keys import MissingPepper, load_pepper
 from voice_service.cli import _bootstrap
@@ -62,23 +62,19 @@ async def test_a_node_with_another_pepper_refuses_to_start(
 
 
 def test_serve_and_keys_with_another_pepper_exit_with_a_message(settings: Settings) -> None:
-    env = {
-        "VOICE_SERVICE_DATA_DIR": str(settings.data_dir),
-        "VOICE_SERVICE_DATABASE_URL": settings.resolved_database_url,
-        "VOICE_SERVICE_KEY_PEPPER": TEST_PEPPER,
-    }
+    env = admin_env(settings)
     runner = CliRunner()
     org = runner.invoke(cli, ["orgs", "create", "Acme", "--json"], env=env)
     org_id = json.loads(org.stdout)["id"]
     key = runner.invoke(cli, ["keys", "create", org_id, "--json"], env=env)
     assert key.exit_code == 0, key.output  # the cluster's pepper is recorded
-    with socket.socket() as taken:  # should serve get past its checks, it cannot listen
-        taken.bind(("127.0.0.1", 0))
-        port = str(taken.getsockname()[1])
-        for args in (["serve", "--port", port], ["keys", "create", org_id]):
-            refused = runner.invoke(cli, args, env={**env, "VOICE_SERVICE_KEY_PEPPER": "other"})
-            assert refused.exit_code == 1
-            assert "key pepper is not the one" in refused.stderr
+    other = unconfigured_env(**{**env, "VOICE_SERVICE_KEY_PEPPER": "other"})
+    for args in (["serve", "--port", "0"], ["keys", "create", org_id]):
+        # In a process of its own: a serve that got past its checks would keep serving
+        # (the timeout then fails the test).
+        refused = voice_service(*args, cwd=settings.data_dir, env=other)
+        assert refused.returncode == 1, refused.stderr
+        assert "key pepper is not the one" in refused.stderr
 
 
 def test_a_shared_database_needs_the_cluster_pepper(tmp_path: Path) -> None:

@@ -8,24 +8,28 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shlex
+import shutil
 import signal
 import sys
+from collections import Counter
 from collections.abc import Awaitable, Callable
-from datetime import datetime
+from datetime import date
 from enum import StrEnum
+from pathlib import Path
 from types import FrameType
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 import uvicorn
+from sqlalchemy import inspect
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from voice_service import cluster
+from voice_service import cluster, launch, serve_lock
 from voice_service.auth.keys import SecretHasher, load_pepper
 from voice_service.console.audit import list_events
-from voice_service.db import hold_startup_lock, run_in_transaction
-from voice_service.engines.registry import CLONE_BASE_VOICE
+from voice_service.db import create_engine, hold_startup_lock, run_in_transaction
 from voice_service.ids import catalogue_voice_id
 from voice_service.logs import log_config
 from voice_service.metrics.multiprocess import share_between_workers
@@ -34,11 +38,10 @@ from voice_service.settings import Settings
 from voice_service.tenancy import service as tenancy
 from voice_service.tenancy import users
 from voice_service.tenancy.rate_limits import parse_rate_limit
-from voice_service.usage.repository import usage_for_org
+from voice_service.usage.period import InvalidPeriod, parse_day, usage_period
+from voice_service.usage.repository import DailyUsage, daily_usage, totals
 
 T = TypeVar("T")
-# The English neural voice every install has (catalogue ids derive from engine keys).
-DEFAULT_VOICE_ID = catalogue_voice_id(CLONE_BASE_VOICE)
 
 app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False)
 orgs_app = typer.Typer(
@@ -57,6 +60,23 @@ app.add_typer(accounts_app, name="accounts")
 app.add_typer(keys_app, name="keys")
 app.add_typer(users_app, name="users")
 
+
+@app.callback()
+def _global_options(
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--data-dir",
+            metavar="PATH",
+            help="The service's data dir (default: VOICE_SERVICE_DATA_DIR, else ./data).",
+        ),
+    ] = None,
+) -> None:
+    # The variable, not a parameter: settings read it, and so do serve's worker processes.
+    if data_dir is not None:
+        os.environ["VOICE_SERVICE_DATA_DIR"] = str(data_dir)
+
+
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print only JSON on stdout.")]
 # Positional arguments, named alike in every command's help.
 OrgId = Annotated[str, typer.Argument(metavar="ORG_ID")]
@@ -72,14 +92,17 @@ class Service(StrEnum):
     cloning = "cloning"
 
 
-def _run(work: Callable[[AsyncSession], Awaitable[T]]) -> T:
-    """Run one unit of work against the configured database, migrated first."""
+def _run(work: Callable[[AsyncSession], Awaitable[T]], *, create: bool = False) -> T:
+    """Run one unit of work against the configured database, migrated first. Only `serve`
+    may `create` it: elsewhere a missing database is a data dir mistaken for another."""
 
     settings = Settings()
     try:
+        if not create:
+            _require_database(settings)
         return asyncio.run(run_in_transaction(settings, work))
     except tenancy.UnknownId as exc:
-        # A CLI run from another directory reads another (new, empty) data dir: say which.
+        # A CLI pointed at another database than the service's: say which one it read.
         typer.echo(f"error: {str(exc).rstrip('.')} in {_database(settings)}.", err=True)
         raise typer.Exit(1) from None
     except (cluster.ClusterMismatch, ValueError) as exc:
@@ -87,11 +110,59 @@ def _run(work: Callable[[AsyncSession], Awaitable[T]]) -> T:
         raise typer.Exit(1) from None
 
 
+_POINT_IT = (
+    "Run this command where `voice-service serve` runs, or point it at the service's data "
+    "dir with --data-dir PATH or VOICE_SERVICE_DATA_DIR=PATH"
+)
+
+
+def _require_database(settings: Settings) -> None:
+    """Exit with a message, creating nothing, unless the database exists (and, on a
+    database server, has been migrated by a `serve`)."""
+    if not settings.is_sqlite:
+        if not asyncio.run(_has_schema(settings)):
+            url = make_url(settings.resolved_database_url).render_as_string(hide_password=True)
+            _refuse(
+                f"the database {url} has no Voice Service tables. Start `voice-service "
+                "serve` on it first (it creates them), or set VOICE_SERVICE_DATABASE_URL "
+                "to the service's database."
+            )
+        return
+    database = make_url(settings.resolved_database_url).database
+    if not database or database == ":memory:" or Path(database).is_file():
+        return
+    if settings.database_url:
+        _refuse(
+            f"no Voice Service database at {database} (VOICE_SERVICE_DATABASE_URL); "
+            "nothing was created. Set VOICE_SERVICE_DATABASE_URL to the service's database."
+        )
+    _refuse(
+        f"no Voice Service database in the data dir {settings.data_dir.resolve()} (looked for "
+        f"{database}); nothing was created. {_POINT_IT}."
+    )
+
+
+async def _has_schema(settings: Settings) -> bool:
+    engine = create_engine(settings)
+    try:
+        async with engine.connect() as connection:
+            return await connection.run_sync(
+                lambda sync: inspect(sync).has_table("alembic_version")
+            )
+    finally:
+        await engine.dispose()
+
+
+def _refuse(message: str) -> NoReturn:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(1)
+
+
 def _database(settings: Settings) -> str:
     if settings.is_sqlite:
         return (
-            f"the SQLite database {settings.data_dir.resolve() / 'voice-service.db'} "
-            "(set VOICE_SERVICE_DATA_DIR or VOICE_SERVICE_DATABASE_URL to use another)"
+            f"the SQLite database {make_url(settings.resolved_database_url).database} "
+            "(--data-dir, VOICE_SERVICE_DATA_DIR or VOICE_SERVICE_DATABASE_URL choose another)"
         )
     url = make_url(settings.resolved_database_url).render_as_string(hide_password=True)
     return f"the database {url}"
@@ -102,7 +173,7 @@ def _emit(as_json: bool, data: Any, text: str) -> None:
 
 
 def _json_default(value: object) -> str:
-    if isinstance(value, datetime):
+    if isinstance(value, date):  # datetimes too
         return value.isoformat()
     raise TypeError(type(value).__name__)
 
@@ -113,7 +184,7 @@ def _json_default(value: object) -> str:
 @app.command()
 def serve(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    port: Annotated[int, typer.Option(help="Port to listen on (0: any free port).")] = 8000,
     workers: Annotated[
         int | None,
         typer.Option(
@@ -139,16 +210,7 @@ def serve(
         raise typer.Exit(2)
     if workers > 1 and settings.is_sqlite:
         typer.echo("note: several workers on SQLite serialize their writes.", err=True)
-    base_url = f"http://{host}:{port}/api/v1"
-    first = _run(lambda session: _bootstrap(session, settings))
-    _emit(as_json, {"base_url": base_url, **first}, _welcome(base_url, first))
-    sys.stdout.flush()
-    # uvicorn drains on SIGTERM, then raises the signal again with the handler it found
-    # installed: with this one, a node that drained exits 0 rather than "killed by SIGTERM".
-    signal.signal(signal.SIGTERM, _exit_drained)
-    # Before uvicorn spawns the workers: they inherit where to keep their metrics.
-    share_between_workers(settings.data_dir, workers)
-    uvicorn.run(
+    config = uvicorn.Config(
         "voice_service.app:create_app",
         factory=True,
         host=host,
@@ -164,6 +226,29 @@ def serve(
         access_log=False,  # the request line is ours (logs.log_request)
         log_config=log_config(settings.log_format),
     )
+    # Before anything slow, printed or written (a busy port leaves no trace); the lock
+    # after the port, since it may have to make the data dir.
+    try:
+        sock = launch.listen(host, port, config.backlog)
+        serve_lock.hold(settings)  # held until this process exits
+    except (serve_lock.ServeLocked, launch.CannotListen) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    url_host = f"[{host}]" if ":" in host else host
+    base_url = f"http://{url_host}:{sock.getsockname()[1]}/api/v1"
+    first = _run(lambda session: _bootstrap(session, settings), create=True)
+    _emit(
+        as_json,
+        {"base_url": base_url, **first},
+        _welcome(base_url, first, _self_command(settings.data_dir)),
+    )
+    sys.stdout.flush()
+    # uvicorn drains on SIGTERM, then raises the signal again with the handler it found
+    # installed: with this one, a node that drained exits 0 rather than "killed by SIGTERM".
+    signal.signal(signal.SIGTERM, _exit_drained)
+    # Before uvicorn spawns the workers: they inherit where to keep their metrics.
+    share_between_workers(settings.data_dir, workers)
+    raise typer.Exit(launch.run(config, sock))
 
 
 def _exit_drained(_signum: int, _frame: FrameType | None) -> None:
@@ -195,7 +280,39 @@ async def _bootstrap(session: AsyncSession, settings: Settings) -> dict[str, str
     }
 
 
-def _welcome(base_url: str, first: dict[str, str]) -> str:
+def _self_command(data_dir: Path) -> str:
+    """This CLI as the banner's reader can paste it into a shell in the same directory:
+    bare when PATH finds this very script, else the script's path (the virtual
+    environment's bin is rarely on PATH), plus the data dir when it is not the default."""
+    script = Path(sys.argv[0])
+    if script.name != "voice-service":  # python -m voice_service
+        script = Path(sys.executable).parent / "voice-service"
+    if not script.is_file():
+        command = f"{shlex.quote(sys.executable)} -m voice_service"
+    elif (found := shutil.which("voice-service")) and Path(found).samefile(script):
+        command = "voice-service"
+    else:
+        command = shlex.quote(_from_cwd(script.absolute()))
+    if data_dir.resolve() != Path("data").resolve():
+        command += f" --data-dir {shlex.quote(str(data_dir))}"
+    return command
+
+
+def _from_cwd(path: Path) -> str:
+    """`path` relative to the working directory when it lies below it (shorter to read),
+    with a ./ so that a shell runs it rather than search PATH; else as it is."""
+    try:
+        relative = path.relative_to(Path.cwd())
+    except ValueError:
+        return str(path)
+    return str(relative) if relative.parent != Path() else f"./{relative}"
+
+
+def _welcome(base_url: str, first: dict[str, str], command: str) -> str:
+    # Here, not at the top: the registry imports every engine, which no admin command needs.
+    from voice_service.engines.registry import CLONE_BASE_VOICE
+
+    voice_id = catalogue_voice_id(CLONE_BASE_VOICE)  # the English voice every install has
     console = base_url.removesuffix("/api/v1") + "/console/"
     if "api_key" not in first:
         org_id = first.get("org_id", "ORG_ID")
@@ -204,9 +321,9 @@ def _welcome(base_url: str, first: dict[str, str]) -> str:
             f"Voice Service on {base_url} (console: {console})\n"
             f"The first organization is {org_id} in account {account_id} "
             "(its key was shown when it was made).\n"
-            f"Make a key with: voice-service keys create {org_id}  "
-            "(voice-service orgs create NAME makes an organization)\n"
-            f"Make a console user with: voice-service users create {account_id} EMAIL"
+            f"Make a key with: {command} keys create {org_id}  "
+            f"({command} orgs create NAME makes an organization)\n"
+            f"Make a console user with: {command} users create {account_id} EMAIL"
         )
     return f"""Voice Service on {base_url} (console: {console})
 Created organization {first["org_id"]} in account {first["account_id"]}
@@ -214,14 +331,14 @@ and its first API key (shown only now):
 
     {first["api_key"]}
 
-Sign in to the console: voice-service users create {first["account_id"]} you@example.com
+Sign in to the console: {command} users create {first["account_id"]} you@example.com
 
 Try it:
     export VOICE_API_KEY={first["api_key"]}
     curl -s {base_url}/voices -H "Authorization: Bearer $VOICE_API_KEY"
     curl -s {base_url}/text-to-speech -H "Authorization: Bearer $VOICE_API_KEY" \\
       -H 'Content-Type: application/json' -o hello.mp3 \\
-      -d '{{"text": "Hello from Voice Service.", "voice_id": "{DEFAULT_VOICE_ID}"}}'
+      -d '{{"text": "Hello from Voice Service.", "voice_id": "{voice_id}"}}'
 """
 
 
@@ -504,12 +621,16 @@ def keys_revoke(key_id: KeyId, as_json: JsonFlag = False) -> None:
 def keys_list(org_id: OrgId, as_json: JsonFlag = False) -> None:
     """List an organization's keys (prefixes only; secrets are never stored)."""
     keys = _run(lambda s: tenancy.list_keys(s, org_id))
+    default_limit = Settings().default_rate_limit
     rows = [
         {
             "id": k.id,
+            "org_id": k.org_id,
             "prefix": k.prefix,
             "name": k.name,
+            "kind": k.kind,
             "rate_limit": k.rate_limit,
+            "effective_rate_limit": default_limit if k.rate_limit is None else k.rate_limit,
             "created_at": k.created_at,
             "revoked_at": k.revoked_at,
             "last_used_at": k.last_used_at,
@@ -517,36 +638,84 @@ def keys_list(org_id: OrgId, as_json: JsonFlag = False) -> None:
         for k in keys
     ]
     lines = [
-        f"{r['id']}  {r['prefix']}...  {'revoked' if r['revoked_at'] else 'active'}" for r in rows
+        f"{k.id}  {k.prefix}...  {'revoked' if k.revoked_at else 'active':<7}  "
+        f"{_per_minute(k.rate_limit, default_limit):<20}  {_key_label(k.name, k.kind)}"
+        for k in keys
     ]
     _emit(as_json, rows, "\n".join(lines) or "no keys")
+
+
+def _per_minute(rate_limit: int | None, default: int) -> str:
+    return f"{default}/min (default)" if rate_limit is None else f"{rate_limit}/min"
+
+
+def _key_label(name: str | None, kind: str) -> str:
+    label = name or "(no name)"
+    return label if kind == "api" else f"{label} [{kind} key]"
 
 
 # --- usage and request log ----------------------------------------------------------------
 
 
 @app.command()
-def usage(org_id: OrgId, as_json: JsonFlag = False) -> None:
-    """An organization's billed usage records."""
+def usage(
+    org_id: OrgId,
+    start: Annotated[
+        str | None,
+        typer.Option(
+            "--from", metavar="YYYY-MM-DD", help="First UTC day (default: 29 days before --to)."
+        ),
+    ] = None,
+    end: Annotated[
+        str | None,
+        typer.Option("--to", metavar="YYYY-MM-DD", help="Last UTC day (default: today)."),
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Billed units per UTC day and endpoint, and their totals, as GET /api/v1/usage
+    answers (default: the 30 days ending --to; at most 366 days)."""
+    try:
+        first, last = usage_period(parse_day(start), parse_day(end))
+    except InvalidPeriod as exc:
+        _refuse(f"--from, --to: {exc}")
 
-    async def load(session: AsyncSession) -> list[dict[str, Any]]:
+    async def load(session: AsyncSession) -> list[DailyUsage]:
         await tenancy.require_org(session, org_id)
-        return [
-            {
-                "request_id": u.request_id,
-                "endpoint": u.endpoint,
-                "units": u.units,
-                "created_at": u.created_at,
-            }
-            for u in await usage_for_org(session, org_id)
-        ]
+        return await daily_usage(session, org_id, first, last)
 
     rows = _run(load)
-    lines = [
-        f"{r['created_at']:%Y-%m-%d %H:%M:%S}  {r['request_id']}  {r['endpoint']}  {r['units']}"
+    data = {
+        "org_id": org_id,
+        "from": first,
+        "to": last,
+        "usage": [
+            {"date": r.day, "endpoint": r.endpoint, "units": r.units, "requests": r.requests}
+            for r in rows
+        ],
+        "totals": totals(rows),
+    }
+    _emit(as_json, data, _usage_text(org_id, first, last, rows))
+
+
+def _usage_text(org_id: str, first: date, last: date, rows: list[DailyUsage]) -> str:
+    period = f"{org_id}, {first} to {last} (UTC days)"
+    if not rows:
+        return f"No usage for {period}."
+    width = max(len(r.endpoint) for r in rows)
+    lines = [f"Usage of {period}:"]
+    lines += [
+        f"{r.day}  {r.endpoint:<{width}}  {r.units:>10} units  {r.requests:>7} requests"
         for r in rows
     ]
-    _emit(as_json, rows, "\n".join(lines) or "no usage")
+    lines.append("Totals:")
+    requests = Counter[str]()
+    for r in rows:
+        requests[r.endpoint] += r.requests
+    lines += [
+        f"{'':10}  {endpoint:<{width}}  {units:>10} units  {requests[endpoint]:>7} requests"
+        for endpoint, units in totals(rows).items()
+    ]
+    return "\n".join(lines)
 
 
 @app.command()
