@@ -30,15 +30,6 @@ def record_usage(
     )
 
 
-async def usage_for_org(session: AsyncSession, org_id: str) -> Sequence[UsageRecord]:
-    result = await session.scalars(
-        select(UsageRecord)
-        .where(UsageRecord.org_id == org_id)
-        .order_by(UsageRecord.created_at, UsageRecord.request_id)
-    )
-    return result.all()
-
-
 @dataclass(frozen=True, slots=True)
 class DailyUsage:
     day: date
