@@ -125,9 +125,8 @@ ENGLISH = LANGUAGES["en"]
 # English, beside Piper's Joe (which stays first: it costs a sixth of Kokoro's CPU), on 14
 # sentences (`bench.sentences`, ten Harvard sentences, the README's "Hello from Voice
 # Service."), WER / DNSMOS OVRL: kumo 0.055 / 3.37, gongitsune 0.063 / 3.29, nezumi 0.104 /
-# 3.31, tebukuro 0.181 / 3.01, alpha 0.215 / 3.37; Joe 0.084 / 3.31, heard saying "Boy
-# Service" in 4 or 5 of 12 renditions (Piper samples noise; Kokoro's speech is the same
-# every time, and both allowed styles are heard right).
+# 3.31, tebukuro 0.181 / 3.01, alpha 0.215 / 3.37; Joe 0.084 / 3.31 when it still sampled
+# noise (it no longer does: `piper.PACKAGED_SYNTHESIS`; README, Voices).
 ALLOWED: dict[str, tuple[str, ...]] = {
     "es": ("jm_kumo", "jf_gongitsune"),
     "fr": ("jm_kumo",),

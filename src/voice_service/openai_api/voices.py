@@ -5,8 +5,9 @@ from __future__ import annotations
 from voice_service.engines.registry import CLONE_BASE_VOICE
 from voice_service.ids import catalogue_voice_id
 
-# Each of OpenAI's names speaks with Piper's Joe, the English voice that costs least CPU (a
-# sixth of Kokoro's); a voice id from GET /api/v1/voices (a clone's too) chooses any other.
+# Each of OpenAI's names speaks with Piper's Joe, the first English voice GET /api/v1/voices
+# lists (Piper ranks first: a sixth of Kokoro's CPU, and it says a text the same way every
+# time); a voice id from that list (a clone's too) chooses any other.
 OPENAI_VOICES: dict[str, str] = {
     name: CLONE_BASE_VOICE
     for name in (
