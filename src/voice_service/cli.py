@@ -15,7 +15,6 @@ import sys
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from datetime import date
-from enum import StrEnum
 from pathlib import Path
 from types import FrameType
 from typing import Annotated, Any, NoReturn, TypeVar
@@ -40,6 +39,7 @@ from voice_service.tenancy import users
 from voice_service.tenancy.rate_limits import parse_rate_limit
 from voice_service.usage.period import InvalidPeriod, parse_day, usage_period
 from voice_service.usage.repository import DailyUsage, daily_usage, totals
+from voice_service.vocabulary import Service
 
 T = TypeVar("T")
 
@@ -83,13 +83,6 @@ OrgId = Annotated[str, typer.Argument(metavar="ORG_ID")]
 AccountId = Annotated[str, typer.Argument(metavar="ACCOUNT_ID")]
 KeyId = Annotated[str, typer.Argument(metavar="KEY_ID")]
 UserId = Annotated[str, typer.Argument(metavar="USER_ID")]
-
-
-class Service(StrEnum):
-    text_to_speech = "text-to-speech"
-    speech_to_text = "speech-to-text"
-    asr = "asr"
-    cloning = "cloning"
 
 
 def _run(work: Callable[[AsyncSession], Awaitable[T]], *, create: bool = False) -> T:
