@@ -120,3 +120,15 @@ HELDOUT_SENTENCES: dict[str, tuple[str, ...]] = {
         "As eleições estaduais vão acontecer no dia 9 de maio.",
     ),
 }
+
+# Not held out: the French sentences the packaged Kokoro styles and speeds were compared on
+# for French (issue 23), the benchmark's three (`bench.sentences`) and these seven.
+FRENCH_DEVELOPMENT_SENTENCES: tuple[str, ...] = (
+    "Nous avons réservé une table pour quatre personnes au restaurant du coin.",
+    "Il fait très froid ce matin, alors prends ton manteau et ton écharpe.",
+    "Le médecin m'a conseillé de marcher une demi-heure chaque jour.",
+    "Les enfants jouent dans le parc pendant que leurs parents discutent.",
+    "Je cherche un appartement avec deux chambres près du centre-ville.",
+    "Le magasin ferme à sept heures, mais la pharmacie reste ouverte.",
+    "Mon frère travaille dans une banque à Genève depuis trois ans.",
+)

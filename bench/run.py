@@ -539,6 +539,7 @@ def voice_quality(plan: Plan) -> tuple[list[Figure], dict[str, Any]]:
                    best["dnsmos"]["ovrl"], "MOS",
                    previous=basic["dnsmos"]["ovrl"] if changed else None),
         ]  # fmt: skip
+    figures += _heldout_figures(result["languages"])
     clone = result["clone"]
     figures.append(
         Figure("tts_dnsmos_clone", f"11. DNSMOS overall, clone of {clone['reference']}",
@@ -549,6 +550,34 @@ def voice_quality(plan: Plan) -> tuple[list[Figure], dict[str, Any]]:
         for engine, cost in result["cpu_per_audio_second"].items()
     ]
     return figures, result
+
+
+# Issue 23: on the held-out sentences every default voice of these at <= 0.20, their mean <= 0.10.
+HELDOUT_BAR_LANGUAGES = ("es", "fr", "it", "pt")
+
+
+def _heldout_figures(rows: list[dict[str, Any]]) -> list[Figure]:
+    figures = []
+    barred = []
+    for row in rows:
+        heldout = row["heldout"]
+        if heldout is None:
+            continue
+        language = row["language"]
+        op, target = ("<=", 0.2) if language in HELDOUT_BAR_LANGUAGES else (None, None)
+        if op is not None:
+            barred.append(heldout["wer"])
+        figures.append(
+            Figure(f"tts_heldout_wer_{language}",
+                   f"10. TTS round-trip WER, held-out sentences, {language}: {heldout['voice']}",
+                   heldout["wer"], "fraction", op, target)
+        )  # fmt: skip
+    if len(barred) == len(HELDOUT_BAR_LANGUAGES):
+        figures.append(
+            Figure("tts_heldout_wer_mean", "10. TTS round-trip WER, held-out, mean of es fr it pt",
+                   sum(barred) / len(barred), "fraction", "<=", 0.1)
+        )  # fmt: skip
+    return figures
 
 
 # --- 13. what users read ------------------------------------------------------------------

@@ -60,6 +60,7 @@ FIGURES = {
     "stream_whole_s",
     # --quick measures what users hear in Spanish alone (Kokoro's path) and one clone.
     "tts_wer_es",
+    "tts_heldout_wer_es",
     "tts_dnsmos_es",
     "tts_dnsmos_clone",
     "cpu_per_audio_s_kokoro",
@@ -94,6 +95,7 @@ TARGETED = {
     "stream_first_byte_ratio",
     "stream_first_byte_ms",
     "tts_wer_es",
+    "tts_heldout_wer_es",
     "stt_wer_vs_defaults_given",
     "stt_wer_vs_defaults_detected",
 }

@@ -25,6 +25,9 @@ def test_quick_english_run_reports_intelligible_natural_speech_and_its_cost(
     assert english["espeak"]["voice_key"].startswith("espeak:")
     assert english["default"]["wer"] <= 0.2
     assert english["previous_wer"] is None
+    # The held-out set's first sentence, spoken and heard on its own by the same voice.
+    assert english["heldout"]["voice_key"] == english["default"]["voice_key"]
+    assert 0 <= english["heldout"]["wer"] <= 0.2
     assert figures["clone"]["wer"] <= 0.2
     for spoken in (english["default"], english["espeak"], figures["clone"]):
         assert 0 <= spoken["wer"] <= 1
