@@ -55,8 +55,9 @@ from voice_service.voices.repository import catalogue_order
 PREVIOUS_WER = {"es": 0.26, "fr": 0.71, "it": 0.32, "pt": 0.64, "de": 0.16}
 # Shared with bench.clone_similarity: the models joined into it are reused between runs.
 DATA_DIR = Path(tempfile.gettempdir()) / "voice-service-bench"
-# Piper (and Kokoro, if it samples) draws noise from onnxruntime's generator, which each new
-# session seeds once from the global seed: seeding before the engines load makes a run repeat.
+# A Piper voice pack that samples noise (the packaged Joe samples none) draws it from
+# onnxruntime's generator, which each new session seeds once from the global seed: seeding
+# before the engines load makes a run repeat.
 SEED = 12
 
 # The clone's speaker: an espeak-ng variant (female, with its own pitch, formants and voice
