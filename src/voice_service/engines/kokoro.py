@@ -106,27 +106,11 @@ LANGUAGES: dict[str, Language] = {
 # Kokoro's English also speaks for clones (the voice a clone is converted from, `engines.world`).
 ENGLISH = LANGUAGES["en"]
 
-# The voices offered per language. Round-trip word error rate through the packaged Whisper
-# base, three sentences per language spoken as one text (alpha, gongitsune, nezumi,
-# tebukuro, kumo), speed 1.0:
-#   es 0.05 0.00 0.05 0.05 0.03    it 0.35 0.09 0.15 0.24 0.09    pt 0.27 0.02 0.05 0.22 0.02
-#   fr 0.69 0.36 0.28 0.56 0.36; at speed 0.85 with the symbol mapping below, kumo 0.08 and
-#   nezumi 0.19 (kumo 0.22 when each sentence is spoken alone, as the service chunks text).
-# With the service's Whisper decoding (beam 5, VAD) on `bench.sentences` (bench.tts_quality):
-# kumo es 0.00, fr 0.05, it 0.03, pt 0.03, gongitsune es 0.00. French sentence by sentence,
-# without the others as context, stays at 0.12-0.14 (kumo at speed 0.85, 0.75 or 0.7).
-# Kumo is offered everywhere, and Gongitsune where it beat it; the catalogue lists a
-# language's voices by name, so Gongitsune leads Spanish. Japanese is every voice's own
-# language: all five are offered. Character error rate of the readings (bench.wer) of
-# `bench.sentences`, spoken as the service chunks them: alpha 0.10, gongitsune 0.00, nezumi
-# 0.00, tebukuro 0.06, kumo 0.04 (part of it Whisper's spelling: it writes "古役" for the
-# "furu eki" it heard, which reads back as "inishie yaku"). Every pair is checked by
+# The voices offered per language: those Whisper understands back (round trip), so Kumo
+# everywhere and Gongitsune where it beat it; Japanese is every style's own language, so all
+# five. The catalogue lists a language's voices by name, so Gongitsune leads Spanish and
+# English's Kokoro voices. Figures: bench/engine_settings.md; every pair is checked by
 # `tests/engines/test_kokoro.py`.
-# English, beside Piper's Joe (which stays first: it costs a sixth of Kokoro's CPU), on 14
-# sentences (`bench.sentences`, ten Harvard sentences, the README's "Hello from Voice
-# Service."), WER / DNSMOS OVRL: kumo 0.055 / 3.37, gongitsune 0.063 / 3.29, nezumi 0.104 /
-# 3.31, tebukuro 0.181 / 3.01, alpha 0.215 / 3.37; Joe 0.084 / 3.31 when it still sampled
-# noise (it no longer does: `piper.PACKAGED_SYNTHESIS`; README, Voices).
 ALLOWED: dict[str, tuple[str, ...]] = {
     "es": ("jm_kumo", "jf_gongitsune"),
     "fr": ("jm_kumo",),
@@ -136,16 +120,9 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "en": ("jm_kumo", "jf_gongitsune"),
 }
 
-# The styles that may be clone bases: every packaged style can speak English, but a clone
-# must stay as intelligible as one made from Piper's joe (no more than 0.05 WER above it).
-# Measured by bench.clone_similarity (Whisper base; three real speakers cloned from each
-# base, three sentences each, 117 words): clone WER joe 0.026 (0.060 in another run: Piper
-# samples noise), alpha 0.017, gongitsune 0.009, nezumi 0.060, tebukuro 0.068, kumo 0.000;
-# the bases themselves 0.000-0.026. None is excluded. Speaker-similarity gain of their
-# clones over joe unconverted (Resemblyzer / d-vector): joe +0.083 / +0.138, alpha +0.164 /
-# +0.036, gongitsune +0.122 / +0.006, nezumi +0.171 / +0.153, tebukuro +0.179 / +0.069, kumo
-# +0.150 / +0.040. Kokoro's English costs 6-8x Piper's CPU (0.6-0.9 against 0.1 CPU-s per
-# audio-s, by machine load).
+# The styles that may be clone bases: every packaged style can speak English, and a clone
+# made from each stays as intelligible as one made from Piper's Joe (no more than 0.05 WER
+# above it; bench/engine_settings.md), so none is excluded.
 CLONE_STYLES: tuple[str, ...] = ("jf_alpha", "jf_gongitsune", "jf_nezumi", "jf_tebukuro", "jm_kumo")
 
 

@@ -27,12 +27,8 @@ _LOGGER = logging.getLogger(__name__)
 
 KEY_PREFIX = "piper:"
 
-# Measured on the 2-core dev machine, en_US-joe-medium, a 4 s sentence, medians of 7-12:
-#                      one call alone   two calls at once (both done)
-#   1 thread/session:  0.33 s           0.37 s  (0.52 s with other jobs on the machine)
-#   2 threads/session: 0.19 s           0.40 s  (0.58 s with other jobs on the machine)
 # The pool already runs one call per core, so one intra-op thread per session gives the best
-# throughput and degrades least under load, at the cost of a lone call's latency.
+# throughput and degrades least under load (figures: bench/engine_settings.md).
 DEFAULT_INTRA_OP_THREADS = 1
 
 # Other phoneme types need extra packages or download models at first use (g2pW for pinyin).
@@ -40,11 +36,10 @@ _SUPPORTED_PHONEME_TYPES = frozenset({PhonemeType.ESPEAK, PhonemeType.TEXT})
 
 _MAX_INT16 = 32767.0
 
-# Piper's memory grows with the audio of one inference (about 19 MB per second of speech,
-# measured: 199 phonemes, 7 s, +144 MB). Text arrives in sentence-sized chunks
+# Piper's memory grows with the audio of one inference. Text arrives in sentence-sized chunks
 # (`chunking.split_text`), but a chunk can still expand to many phonemes (digits, emoji
 # names), so each inference is also capped here: about 5 s of ordinary speech, 8 s of the
-# slowest seen (digits read one by one; 5,000 of them peaked at +217 MB, 200 phonemes +293).
+# slowest seen, a peak of about +220 MB (bench/engine_settings.md).
 MAX_PHONEMES = 150
 _CLAUSE_PHONEMES = frozenset(",;:")
 
