@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from pathlib import Path
 
 import pytest
@@ -74,3 +75,22 @@ def test_a_database_url_with_no_service_tables_is_refused(tmp_path: Path) -> Non
             else:
                 assert "has no Voice Service tables" in done.stderr
         assert list(tmp_path.iterdir()) == []
+
+
+def test_a_database_server_that_does_not_answer_is_one_line_not_a_traceback(
+    tmp_path: Path,
+) -> None:
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    url = f"postgresql+asyncpg://voice:secret@127.0.0.1:{port}/voice"
+    done = voice_service(
+        "accounts", "list", cwd=tmp_path, env=unconfigured_env(VOICE_SERVICE_DATABASE_URL=url)
+    )
+    assert done.returncode == 1
+    assert done.stdout == ""
+    message = done.stderr.strip()
+    assert message.startswith(
+        f"error: cannot use the database postgresql+asyncpg://voice:***@127.0.0.1:{port}/voice: "
+    )
+    assert "\n" not in message and "secret" not in message

@@ -23,6 +23,7 @@ import typer
 import uvicorn
 from sqlalchemy import inspect
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from voice_service import cluster, launch, serve_lock
@@ -101,6 +102,17 @@ def _run(work: Callable[[AsyncSession], Awaitable[T]], *, create: bool = False) 
     except (cluster.ClusterMismatch, ValueError) as exc:
         typer.echo(f"error: {exc.args[0] if exc.args else exc}", err=True)
         raise typer.Exit(1) from None
+    except (OSError, SQLAlchemyError) as exc:
+        # A database server that is down, unreachable or refuses us: one line, no traceback.
+        _refuse(f"cannot use {_database(settings)}: {_cause(exc)}")
+
+
+def _cause(exc: BaseException) -> str:
+    """The driver's own words, on one line."""
+    if isinstance(exc, DBAPIError) and exc.orig is not None:
+        exc = exc.orig
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 _POINT_IT = (
