@@ -14,7 +14,9 @@ from typing import Any, ClassVar
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
+from fastapi.routing import iter_route_contexts
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 
 class ApiError(Exception):
@@ -203,6 +205,20 @@ def first_field(errors: Sequence[Any]) -> str | None:
     return None
 
 
+def _allowed_methods(request: Request) -> str:
+    """Every method a route answers at the request's path. Starlette's 405 names only the
+    first route that matches the path, and one path may have several (GET and DELETE of
+    /voices/{id} are declared by two routers)."""
+    scope = {**request.scope, "method": ""}  # no method matches: every route of the path
+    methods = {
+        method
+        for route in iter_route_contexts(request.app.routes)
+        if route.methods and route.matches(scope)[0] is not Match.NONE
+        for method in route.methods
+    }
+    return ", ".join(sorted(methods))
+
+
 def install_error_handlers(app: FastAPI) -> None:
     async def on_api_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, ApiError)
@@ -223,7 +239,10 @@ def install_error_handlers(app: FastAPI) -> None:
             message = str(exc.detail)
         else:
             message = error_class.default_message
-        return error_response(request, error_class(message, headers=dict(exc.headers or {})))
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            headers["Allow"] = _allowed_methods(request)
+        return error_response(request, error_class(message, headers=headers))
 
     app.add_exception_handler(ApiError, on_api_error)
     app.add_exception_handler(RequestValidationError, on_validation_error)

@@ -13,6 +13,7 @@ from sqlalchemy import text
 
 from tests.helpers.api import REQUEST_ID, assert_error
 from tests.helpers.app import Tenant, Tenants, make_settings, running
+from tests.helpers.voices import JOE
 from voice_service.app import create_app
 from voice_service.db import create_engine
 from voice_service.engines.registry import Engines
@@ -58,6 +59,31 @@ async def test_wrong_method_is_405_envelope_with_allow(client: httpx.AsyncClient
     response = await client.put("/voices")
     assert_error(response, 405, "INVALID_REQUEST")
     assert "GET" in response.headers["allow"]
+
+
+@pytest.mark.parametrize(
+    ("path", "allowed"),
+    [
+        # Two routers declare this path's methods; Allow names them all.
+        (f"/voices/{JOE}", "DELETE, GET"),
+        # A voice id never matches "clone": this path has its POST alone.
+        ("/voices/clone", "POST"),
+    ],
+)
+async def test_allow_lists_exactly_the_methods_of_the_path(
+    client: httpx.AsyncClient, tenant: Tenant, path: str, allowed: str
+) -> None:
+    response = await client.request("OPTIONS", path, headers=tenant.headers)
+    assert_error(response, 405, "INVALID_REQUEST")
+    assert response.headers["allow"] == allowed
+
+
+async def test_get_of_the_clone_path_is_405_not_a_voice_named_clone(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    response = await client.get("/voices/clone", headers=tenant.headers)
+    assert_error(response, 405, "INVALID_REQUEST")
+    assert response.headers["allow"] == "POST"
 
 
 async def test_bad_json_is_400(client: httpx.AsyncClient, tenant: Tenant) -> None:

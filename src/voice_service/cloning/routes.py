@@ -17,6 +17,7 @@ from voice_service.deps import Authenticated, Context, require_service
 from voice_service.schemas import error_responses, multipart_request_body
 from voice_service.uploads import receive_audio_upload
 from voice_service.vocabulary import Service
+from voice_service.voices.paths import VOICE_PATH
 from voice_service.voices.schemas import Voice
 
 router = APIRouter(tags=["voices"])
@@ -65,7 +66,7 @@ async def create_clone(
 
 
 @router.delete(
-    "/voices/{id}",
+    VOICE_PATH,
     summary="Delete one of the organization's cloned voices",
     response_model=DeletedVoice,
     responses=error_responses(404),

@@ -4,6 +4,7 @@ from fastapi import APIRouter, Response
 
 from voice_service.deps import Authenticated, Context
 from voice_service.schemas import error_responses
+from voice_service.voices.paths import VOICE_PATH
 from voice_service.voices.repository import list_clones
 from voice_service.voices.schemas import OneVoice, Voice, VoiceList
 from voice_service.voices.service import find_voice
@@ -30,7 +31,7 @@ async def list_voices(context: Context, principal: Authenticated) -> Response:
 
 
 @router.get(
-    "/voices/{id}",
+    VOICE_PATH,
     summary="One catalogue voice or one of the organization's cloned voices",
     response_model=OneVoice,
     responses=error_responses(404),
