@@ -106,7 +106,7 @@ class Plan:
     @classmethod
     def make(cls, quick: bool) -> Plan:
         if quick:
-            return cls(True, load_seconds=2.0, warmup_seconds=0.5, repeats=2, rounds=1)
+            return cls(True, load_seconds=2.0, warmup_seconds=0.5, repeats=1, rounds=1)
         return cls(False, load_seconds=15.0, warmup_seconds=2.0, repeats=5, rounds=3)
 
 
