@@ -46,8 +46,6 @@ from voice_service.uploads import AudioPolicy, Upload, receive_audio_upload
 from voice_service.vocabulary import Service, UsageEndpoint
 from voice_service.voices.service import find_voice
 
-# Usage is recorded under the native endpoints' names; translations have their own.
-
 router = APIRouter(prefix="/v1", include_in_schema=False)
 SSE = "text/event-stream"
 Task = Literal["transcribe", "translate"]
