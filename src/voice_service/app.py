@@ -42,6 +42,7 @@ from voice_service.middleware import (
 from voice_service.openai_api.routes import router as openai_router
 from voice_service.openapi import install_openapi
 from voice_service.pool import InferencePool
+from voice_service.providers.table import Providers
 from voice_service.ratelimit import RateLimiter
 from voice_service.requestlog.routes import router as requests_router
 from voice_service.requestlog.spool import LogSpool
@@ -105,6 +106,7 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
         principals=FreshCache(tenancy, MAX_CACHED_PRINCIPALS),
         clone_listings=FreshCache(tenancy, MAX_CACHED_CLONE_LISTINGS),
         password_checks=PasswordChecks(),
+        providers=Providers.from_settings(settings, metrics),
     )
 
     @asynccontextmanager
@@ -122,7 +124,7 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
                 await hold_startup_lock(session)
                 await check_pepper(session, pepper)
                 await check_connection_budget(session, settings)
-                await sync_catalogue(session, loaded.catalogue())
+                await sync_catalogue(session, [*context.providers.voices(), *loaded.catalogue()])
                 context.voice_listing = VoiceListing(await list_catalogue(session))
         finally:
             await startup_db.dispose()
@@ -155,6 +157,7 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
             if sqlite_writer is not None:
                 await asyncio.to_thread(sqlite_writer.close)
             await context.limiter.close()
+            await context.providers.close()
             context.pool.shutdown()
             context.password_checks.shutdown()
             metrics.close()

@@ -15,6 +15,7 @@ from voice_service.engines.deadline import InferenceBudget
 from voice_service.engines.registry import Engines
 from voice_service.metrics.registry import Metrics
 from voice_service.pool import InferencePool
+from voice_service.providers.table import Providers
 from voice_service.ratelimit import RateLimiter
 from voice_service.requestlog.writer import RequestLogWriter
 from voice_service.settings import Settings
@@ -38,6 +39,7 @@ class AppContext:
     principals: FreshCache[str, Principal]  # by the key secret's hash
     clone_listings: FreshCache[str, bytes]  # GET /voices bodies by organization id
     password_checks: PasswordChecks  # console sign-ins' argon2, off the event loop
+    providers: Providers  # inference on other servers, from the providers file
     # Set by the lifespan once models are loaded and the catalogue synced.
     engines: Engines | None = None
     voice_listing: VoiceListing | None = None

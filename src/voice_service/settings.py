@@ -7,21 +7,19 @@ from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, BeforeValidator, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-# Text-to-speech engines a node can load; each one's name prefixes its voice keys.
-TTS_ENGINES = ("piper", "kokoro", "espeak")
+from voice_service.engines.plugins import engine_names, engines_help, parse_engine_list
+from voice_service.vocabulary import Capability
 
 
 def _tts_engines(value: str) -> str:
-    names = [name.strip() for name in value.split(",") if name.strip()]
-    unknown = sorted(set(names) - set(TTS_ENGINES))
-    if unknown or not names:
-        raise ValueError(
-            f"{value!r}: name one or more of {', '.join(TTS_ENGINES)}, comma-separated"
-        )
-    return ",".join(dict.fromkeys(names))
+    return ",".join(parse_engine_list(value, Capability.TEXT_TO_SPEECH))
+
+
+def _stt_engines(value: str) -> str:
+    return ",".join(parse_engine_list(value, Capability.SPEECH_TO_TEXT))
 
 
 def _empty_as_none(value: str | None) -> str | None:
@@ -97,10 +95,31 @@ class Settings(BaseSettings):
         "or speaks; past its deadline it stops with 502 and frees its worker.",
     )
     tts_engines: Annotated[str, AfterValidator(_tts_engines)] = Field(
-        ",".join(TTS_ENGINES),
-        description="Text-to-speech engines this node loads, comma-separated, best first: "
-        "piper (neural English; the default clone base), kokoro (neural Spanish, French, "
-        "Italian, Portuguese; more clone bases), espeak (basic voices in 50+ languages).",
+        ",".join(engine_names(Capability.TEXT_TO_SPEECH)),
+        description="Text-to-speech engines this node loads, comma-separated, best first; "
+        "empty for none (speech from providers only): "
+        + engines_help(Capability.TEXT_TO_SPEECH)
+        + ".",
+    )
+    stt_engines: Annotated[str, AfterValidator(_stt_engines)] = Field(
+        ",".join(engine_names(Capability.SPEECH_TO_TEXT)),
+        description="Speech-to-text engine this node loads; empty for none (transcription "
+        "by providers only): " + engines_help(Capability.SPEECH_TO_TEXT) + ".",
+    )
+    whisper_device: Literal["cpu", "cuda", "auto"] = Field(
+        "cpu",
+        description="Where the local Whisper runs: cpu, cuda (an NVIDIA GPU; the node "
+        "stops if CTranslate2 finds none), or auto (cuda when one is found, else cpu).",
+    )
+    whisper_compute_type: Annotated[str | None, AfterValidator(_empty_as_none)] = Field(
+        None,
+        description="CTranslate2 compute type of the local Whisper. Default: int8 on the "
+        "CPU, float16 on CUDA (int8_float16 halves GPU memory again).",
+    )
+    providers_file: Annotated[Path | None, BeforeValidator(_empty_as_none)] = Field(
+        None,
+        description="A TOML file of upstream inference servers (OpenAI-compatible, "
+        "ElevenLabs) for speech, transcription and cloning; see Scaling inference.",
     )
     piper_voices_dir: Path | None = Field(
         None, description="Extra Piper voices (*.onnx + *.onnx.json) to add to the catalogue."
@@ -204,7 +223,11 @@ class Settings(BaseSettings):
 
     @property
     def tts_engine_names(self) -> tuple[str, ...]:
-        return tuple(self.tts_engines.split(","))
+        return tuple(name for name in self.tts_engines.split(",") if name)
+
+    @property
+    def stt_engine_names(self) -> tuple[str, ...]:
+        return tuple(name for name in self.stt_engines.split(",") if name)
 
     @property
     def key_rate_limit_ceiling(self) -> int:

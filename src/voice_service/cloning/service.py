@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,21 +20,27 @@ from voice_service.cloning import repository
 from voice_service.cloning.schemas import CONSENT_TEXT, MAX_DESCRIPTION_LENGTH, MAX_NAME_LENGTH
 from voice_service.context import AppContext
 from voice_service.db import transaction
+from voice_service.engines.plugins import CLONER, DECODER
 from voice_service.engines.protocols import EngineError, Pcm, UnusableSample, VoiceCloner
-from voice_service.engines.registry import CLONER
 from voice_service.errors import InvalidRequest, NotFound, ProviderError, VoiceNotFound
 from voice_service.ids import new_id
 from voice_service.models import Voice, utcnow
+from voice_service.providers.provider import Provider
+from voice_service.providers.table import voice_key
+from voice_service.providers.wire import UPLOAD_NAMES, AudioFile
 from voice_service.requestlog.record import RequestRecord
 from voice_service.uploads import audio_errors_as_api_errors
 from voice_service.usage.billing import billed_success
 from voice_service.vocabulary import Capability, UsageEndpoint
 from voice_service.voices.repository import CLONED, PROVIDER, get_visible
+from voice_service.waiting import unless_set
 
 logger = logging.getLogger(__name__)
 
 # The part of a sample that is analysed: enough for 30 s of speech after leading silence.
 MAX_SAMPLE_SECONDS = 120.0
+# How long the removal of a provider's clone we could not record may take.
+CLEANUP_SECONDS = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +94,9 @@ async def clone_voice(
         live = await repository.count_live_clones(session, principal.org_id)
     _check_limit(live, limit, default_limit)
 
+    provider = context.providers.cloner()
+    if provider is not None:
+        return await _clone_at_provider(context, provider, principal, record, request, sample)
     assert context.engines is not None
     cloner = context.engines.cloner
     if cloner is None:
@@ -94,6 +105,32 @@ async def clone_voice(
             "is not among VOICE_SERVICE_TTS_ENGINES."
         )
     analysed = await _analyse(context, cloner, record, sample)
+    return await _record_clone(
+        context,
+        principal,
+        record,
+        request,
+        sample,
+        engine_voice=cloner.base_voice,
+        profile=analysed.profile,
+        sha256=analysed.sha256,
+    )
+
+
+async def _record_clone(
+    context: AppContext,
+    principal: Principal,
+    record: RequestRecord,
+    request: CloneRequest,
+    sample: Path,
+    *,
+    engine_voice: str,
+    profile: dict[str, Any] | None,
+    sha256: str,
+) -> Voice:
+    """The clone's row, its sample and its unit, committed together (the limit checked
+    again under the organization's lock)."""
+    default_limit = context.settings.default_clone_limit
     voice_id = new_id("voice")
     # The store fails as a 502 and commits nothing; see cloning/samples.py for the order.
     async with (
@@ -109,17 +146,58 @@ async def clone_voice(
             type=CLONED,
             name=request.name,
             language=None,
-            engine_voice=cloner.base_voice,
-            profile=analysed.profile,
+            engine_voice=engine_voice,
+            profile=profile,
             description=request.description,
             consent=request.consent,
             consented_at=utcnow(),
             consent_key_id=principal.key_id,
-            sample_sha256=analysed.sha256,
+            sample_sha256=sha256,
         )
         await repository.add_clone(session, voice)
         await save_sample(session)
     return voice
+
+
+async def _clone_at_provider(
+    context: AppContext,
+    provider: Provider,
+    principal: Principal,
+    record: RequestRecord,
+    request: CloneRequest,
+    sample: Path,
+) -> Voice:
+    """An instant clone made at `provider`: added there first (a sample it refuses creates
+    nothing here), then recorded here; if that fails, deleted there again."""
+    job = Job(Capability.CLONING, DECODER, abandoned=record.client_gone)
+    with audio_errors_as_api_errors("sample"):
+        upload, sha256 = await context.pool.run(job, _sample_for_provider, sample)
+    deadline = time.monotonic() + provider.config.timeout_seconds
+    added = provider.add_voice(request.name, request.description, upload, deadline)
+    remote_id = await unless_set(record.client_gone, added)
+    try:
+        voice = await _record_clone(
+            context,
+            principal,
+            record,
+            request,
+            sample,
+            engine_voice=voice_key(provider.name, remote_id),
+            profile=None,
+            sha256=sha256,
+        )
+    except BaseException:
+        # Nothing is billed or kept here, so nothing may be kept there.
+        with contextlib.suppress(Exception):
+            await provider.delete_voice(remote_id, time.monotonic() + CLEANUP_SECONDS)
+        raise
+    return voice
+
+
+def _sample_for_provider(path: Path) -> tuple[AudioFile, str]:
+    fmt = identify_audio(path)
+    name, media_type = UPLOAD_NAMES[fmt]
+    return AudioFile(name, path.read_bytes(), media_type), _sha256(path)
 
 
 def _check_limit(live: int, org_limit: int | None, default_limit: int) -> None:
@@ -166,6 +244,17 @@ def _sha256(path: Path) -> str:
 
 
 async def delete_voice(context: AppContext, principal: Principal, voice_id: str) -> None:
+    async with context.sessions() as session:
+        voice = await get_visible(session, principal.org_id, voice_id)
+    remote = (
+        context.providers.speaker(voice.engine_voice)
+        if voice is not None and voice.type == CLONED
+        else None
+    )
+    if remote is not None:
+        # Deleted there first: a provider that fails leaves the clone whole here, to retry.
+        deadline = time.monotonic() + remote.provider.config.timeout_seconds
+        await remote.provider.delete_voice(remote.voice, deadline)
     async with transaction(context.sessions) as session:
         deleted = await repository.delete_clone(session, principal.org_id, voice_id)
         kept = None if deleted else await get_visible(session, principal.org_id, voice_id)

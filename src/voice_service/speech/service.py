@@ -59,8 +59,25 @@ async def speech_chunks(
 ) -> AsyncGenerator[bytes, None]:
     """`voice` saying `text` in `fmt`, encoded bytes as each chunk of text is spoken (or the
     whole file at the end when not `streaming`). Engine failures are API errors here; a
-    client that leaves stops the speech at the next chunk (`ClientClosedRequest`)."""
+    client that leaves stops the speech at the next chunk (`ClientClosedRequest`). A
+    provider's voice (a clone made there too) is spoken by the provider, its bytes passed
+    on as they arrive."""
     assert context.engines is not None
+    remote = context.providers.speaker(voice.engine_voice) if voice.profile is None else None
+    if remote is not None:
+        made_there = remote.provider.speak(
+            remote.voice,
+            text,
+            fmt,
+            speed=speed,
+            bitrate=context.settings.mp3_bitrate,
+            streaming=streaming,
+        )
+        async with aclosing(made_there) as chunks:
+            async for chunk in chunks:
+                if chunk:
+                    yield chunk
+        return
     request_id = record.request_id
     engine = Engines.speaker_name(voice.engine_voice, voice.profile)
     made = context.pool.stream(

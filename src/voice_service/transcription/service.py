@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import AsyncGenerator, Iterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
@@ -22,25 +23,28 @@ from voice_service.audio.formats import AcceptedAudio, identify_audio
 from voice_service.auth.principal import Principal
 from voice_service.context import AppContext
 from voice_service.engines.deadline import InferenceBudget
+from voice_service.engines.plugins import DECODER
 from voice_service.engines.protocols import (
     EngineError,
     Segment,
     SpeechToText,
     TranscribeOptions,
 )
-from voice_service.engines.registry import TRANSCRIBER
 from voice_service.errors import InvalidRequest, ProviderError
+from voice_service.providers.provider import Provider
+from voice_service.providers.wire import UPLOAD_NAMES, AudioFile
 from voice_service.requestlog.record import RequestRecord
 from voice_service.uploads import NATIVE_POLICY, AudioPolicy, audio_errors_as_api_errors
 from voice_service.usage.billing import bill_success
 from voice_service.vocabulary import Capability
+from voice_service.waiting import unless_set
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
 class AudioInfo:
-    language: str  # given, or detected
+    language: str | None  # given, or detected (None: a provider that did not say)
     duration_seconds: Fraction  # exact, as decode_audio counts it
 
 
@@ -75,8 +79,10 @@ def parse_language(value: str | None, known: frozenset[str]) -> str | None:
 
 
 def known_languages(context: AppContext) -> frozenset[str]:
+    """The language hints this node takes: its own engine's and its providers'."""
     assert context.engines is not None
-    return context.engines.transcriber.languages()
+    local = context.engines.transcriber
+    return (local.languages() if local else frozenset()) | context.providers.languages()
 
 
 async def transcribe_upload(
@@ -111,12 +117,30 @@ async def transcript_parts(
 ) -> AsyncGenerator[TranscriptPart, None]:
     """`AudioInfo` first, then each segment as it is decoded; not billed (the caller
     bills `billed_seconds`). Audio and engine failures are API errors here, a file the
-    `policy` does not accept its refusal."""
+    `policy` does not accept its refusal. A provider transcribes when the providers file
+    routes `options.language` to one (see `Providers.transcriber`)."""
     assert context.engines is not None
+    transcriber = context.engines.transcriber
+    provider = context.providers.transcriber(options.language, local=transcriber is not None)
+    if provider is not None:
+        remote = _remote_transcript_parts(context, provider, record, path, options, policy)
+        async with aclosing(remote) as parts:
+            async for part in parts:
+                yield part
+        return
+    if transcriber is None:
+        raise ProviderError(
+            "This node has no transcription engine: VOICE_SERVICE_STT_ENGINES is empty and "
+            "no provider transcribes."
+        )
     made = context.pool.stream(
-        Job(Capability.SPEECH_TO_TEXT, TRANSCRIBER, abandoned=record.client_gone),
+        Job(
+            Capability.SPEECH_TO_TEXT,
+            context.engines.transcriber_name,
+            abandoned=record.client_gone,
+        ),
         _transcript_parts,
-        context.engines.transcriber,
+        transcriber,
         path,
         policy.accepted,
         options,
@@ -135,6 +159,47 @@ async def transcript_parts(
     except EngineError as exc:
         logger.error("transcription failed for %s: %r", record.request_id, exc)
         raise ProviderError() from exc
+
+
+async def _remote_transcript_parts(
+    context: AppContext,
+    provider: Provider,
+    record: RequestRecord,
+    path: Path,
+    options: TranscribeOptions,
+    policy: AudioPolicy,
+) -> AsyncGenerator[TranscriptPart, None]:
+    """The provider's transcript, as parts. The file is checked and decoded here first: the
+    seconds billed are our decoder's, and a file we would refuse never leaves the node."""
+    job = Job(Capability.SPEECH_TO_TEXT, DECODER, abandoned=record.client_gone)
+    with audio_errors_as_api_errors("audio", policy):
+        upload, duration = await context.pool.run(
+            job, _upload_for_provider, path, policy.accepted, context.settings.max_audio_seconds
+        )
+    budget = context.inference_budget
+    seconds = min(
+        provider.config.timeout_seconds,
+        budget.base_seconds + budget.per_audio_second * float(duration),
+    )
+    transcript = await unless_set(
+        record.client_gone,
+        provider.transcribe(upload, options, float(duration), time.monotonic() + seconds),
+    )
+    context.metrics.count_audio(Capability.SPEECH_TO_TEXT, float(duration))
+    yield AudioInfo(transcript.language or options.language, duration)
+    for segment in transcript.segments:
+        yield segment
+
+
+def _upload_for_provider(
+    path: Path, accepted: AcceptedAudio, max_seconds: float
+) -> tuple[AudioFile, Fraction]:
+    """The upload as a provider gets it (named by its real format: OpenAI goes by the
+    name), and its exact duration."""
+    fmt = identify_audio(path, accepted)
+    duration = decode_audio(path, max_seconds=max_seconds, fmt=fmt).duration_seconds
+    name, media_type = UPLOAD_NAMES[fmt]
+    return AudioFile(name, path.read_bytes(), media_type), duration
 
 
 def billed_seconds(info: AudioInfo) -> int:

@@ -7,10 +7,11 @@ from collections.abc import Sequence
 from sqlalchemy import ColumnElement, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from voice_service.engines.plugins import engine_names
 from voice_service.engines.protocols import EngineVoice
 from voice_service.ids import catalogue_voice_id
 from voice_service.models import Voice, utcnow
-from voice_service.settings import TTS_ENGINES
+from voice_service.vocabulary import Capability
 
 PROVIDER, CLONED = "PROVIDER", "CLONED"
 
@@ -21,10 +22,11 @@ def visible_to(org_id: str) -> ColumnElement[bool]:
 
 
 async def list_catalogue(session: AsyncSession) -> Sequence[Voice]:
-    """The catalogue, best engine first: Piper's neural English, then Kokoro's neural
-    voices, then eSpeak's basic ones; by language within an engine, then by name. So the
-    first voice of a language is its best, and a client that takes the first voice it
-    finds for a language gets that one."""
+    """The catalogue, best engine first: the providers' voices (an operator adds them for
+    their quality), Piper's neural English, then Kokoro's neural voices, then eSpeak's basic
+    ones; by language within an engine, then by name. So the first voice of a language is
+    its best, and a client that takes the first voice it finds for a language gets that
+    one."""
     result = await session.scalars(
         select(Voice).where(Voice.type == PROVIDER, Voice.deleted_at.is_(None))
     )
@@ -41,7 +43,8 @@ def catalogue_order(
     """Where a voice stands in `GET /voices`: by engine rank, then language, then name (and
     id, which derives from `engine_voice`, for voices of one name)."""
     engine = engine_voice.split(":", 1)[0]
-    rank = TTS_ENGINES.index(engine) if engine in TTS_ENGINES else len(TTS_ENGINES)
+    local = engine_names(Capability.TEXT_TO_SPEECH)
+    rank = local.index(engine) + 1 if engine in local else 0  # 0: a provider's
     return rank, (language or "").lower(), name, catalogue_voice_id(engine_voice)
 
 

@@ -1,0 +1,358 @@
+"""One provider: its replicas, its HTTP client, and every call to it with retry and deadline.
+
+A call goes to a replica (see `replicas`). A replica that refuses the connection, times out,
+answers 5xx or 429, or answers something that is not what the protocol promises has failed:
+the call is tried once more on another replica, if nothing has reached the client yet and
+the deadline allows. When that fails too, the caller gets 502 PROVIDER_ERROR naming the
+provider and what went wrong, never its URL or key. A 4xx other than 429 is the provider
+refusing this request (a text too long for it, say): no retry, and the replica stays up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager
+from typing import TypeVar
+
+import httpx
+import numpy as np
+
+from voice_service.audio.encode import AudioEncoder, OutputFormat
+from voice_service.engines.protocols import Pcm, TranscribeOptions
+from voice_service.errors import InvalidRequest, ProviderError
+from voice_service.metrics.registry import Metrics
+from voice_service.providers.config import ANY_LANGUAGE, ResolvedProvider
+from voice_service.providers.replicas import (
+    FAILURES_TO_LEAVE_OUT,
+    NoReplica,
+    Replica,
+    ReplicaSet,
+)
+from voice_service.providers.wire import (
+    MAX_JSON_BYTES,
+    PCM_RATE,
+    AudioFile,
+    Call,
+    ElevenLabsWire,
+    Garbage,
+    OpenAIWire,
+    RemoteTranscript,
+    Wire,
+    error_message,
+)
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+# The longest wait for a TCP connection to a replica (the rest of the deadline is for the
+# answer): a replica that is down is passed over quickly.
+CONNECT_SECONDS = 5.0
+
+
+class _ReplicaFailed(Exception):
+    """This replica failed this call; `reason` is safe to show (no URL, no key)."""
+
+    def __init__(self, reason: str, *, timed_out: bool = False) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.timed_out = timed_out
+
+
+class ProviderRefused(ProviderError):
+    """The provider refused this request with a 4xx of its own (its credentials, a voice it
+    does not have): not a fault of the replica, and nothing to retry."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.upstream_status = status
+
+
+class ProviderRefusedInput(InvalidRequest):
+    """The provider refused what the client sent (400, 413, 422: a text too long for it, a
+    sample it cannot clone): the client's to change, so 400 here."""
+
+
+# What a provider's refusal of the input becomes here; any other 4xx is a 502.
+_INPUT_REFUSALS = frozenset({400, 413, 422})
+
+
+class Provider:
+    def __init__(self, resolved: ResolvedProvider, metrics: Metrics, max_queued: int) -> None:
+        config = resolved.config
+        self.config = config
+        self.name = config.name
+        self.wire: Wire = ElevenLabsWire() if config.kind == "elevenlabs" else OpenAIWire()
+        self.replicas = ReplicaSet(config.urls, config.max_concurrency, max_queued)
+        self._metrics = metrics
+        self._client = httpx.AsyncClient(
+            headers=self.wire.headers(resolved.api_key),
+            timeout=httpx.Timeout(
+                config.timeout_seconds, connect=min(CONNECT_SECONDS, config.timeout_seconds)
+            ),
+            limits=httpx.Limits(
+                max_connections=config.max_concurrency * len(config.urls),
+                max_keepalive_connections=config.max_concurrency * len(config.urls),
+            ),
+            follow_redirects=False,
+        )
+
+    # -- what it declares -------------------------------------------------------------------
+
+    def transcribes(self, language: str | None) -> bool:
+        """Whether a transcription in `language` (None: not given) is routed here."""
+        section = self.config.transcription
+        if section is None:
+            return False
+        if language is None:
+            return ANY_LANGUAGE in section.languages
+        return ANY_LANGUAGE in section.languages or language in section.languages
+
+    # -- calls ------------------------------------------------------------------------------
+
+    async def transcribe(
+        self, audio: AudioFile, options: TranscribeOptions, duration: float, deadline: float
+    ) -> RemoteTranscript:
+        """The provider's transcript of `audio` (`duration` seconds by our decoder); the call
+        is cancelled once `deadline` (a `time.monotonic()` instant) has passed."""
+        model = self.config.transcription.model if self.config.transcription else None
+        call = self.wire.transcription(audio, options, model)
+
+        async def parse(response: httpx.Response) -> RemoteTranscript:
+            await _read_bounded(response)
+            return self.wire.parse_transcription(response, options, duration)
+
+        return await self._call(call, parse, deadline)
+
+    async def add_voice(
+        self, name: str, description: str | None, sample: AudioFile, deadline: float
+    ) -> str:
+        """A new instant clone at the provider: its voice id there."""
+        wire = self._elevenlabs()
+
+        async def parse(response: httpx.Response) -> str:
+            await _read_bounded(response)
+            return wire.parse_added_voice(response)
+
+        return await self._call(wire.add_voice(name, description, sample), parse, deadline)
+
+    async def delete_voice(self, voice_id: str, deadline: float) -> None:
+        """Delete a clone at the provider; one it no longer has counts as deleted."""
+        wire = self._elevenlabs()
+
+        async def parse(response: httpx.Response) -> None:
+            await _read_bounded(response)
+
+        try:
+            await self._call(wire.delete_voice(voice_id), parse, deadline)
+        except ProviderRefused as exc:
+            if exc.upstream_status != 404:
+                raise
+
+    def speak(
+        self,
+        voice: str,
+        text: str,
+        fmt: OutputFormat,
+        *,
+        speed: float = 1.0,
+        bitrate: int,
+        streaming: bool,
+    ) -> AsyncGenerator[bytes, None]:
+        """`text` spoken by the provider in `fmt`, bytes as they arrive (re-encoded here only
+        when the provider cannot make `fmt` itself). Failures before the first byte are
+        retried as any call's; after it, the stream ends with `ProviderError`."""
+        model = self.config.speech.model if self.config.speech else None
+        speech = self.wire.speech(voice, text, fmt, speed, model)
+        chunks = self._stream(speech.call, speech.media_types)
+        if speech.passthrough:
+            return chunks
+        encoder = AudioEncoder(fmt, streaming=streaming, bitrate=bitrate, speed=speed)
+        return _encoded(chunks, encoder)
+
+    def _elevenlabs(self) -> ElevenLabsWire:
+        assert isinstance(self.wire, ElevenLabsWire), "only ElevenLabs providers clone"
+        return self.wire
+
+    async def _call(
+        self,
+        call: Call,
+        parse: Callable[[httpx.Response], Awaitable[T]],
+        deadline: float,
+    ) -> T:
+        failed: tuple[Replica, _ReplicaFailed] | None = None
+        while True:
+            async with self._replica(failed) as replica:
+                started = time.monotonic()
+                try:
+                    async with asyncio.timeout_at(_loop_time(deadline)):
+                        async with self._open(replica, call) as response:
+                            await self._check_status(response)
+                            result = await parse(response)
+                except TimeoutError:
+                    failure = _ReplicaFailed("did not answer in time", timed_out=True)
+                except httpx.HTTPError as exc:
+                    failure = _ReplicaFailed(_transport_failure(exc))
+                except Garbage as exc:
+                    failure = _ReplicaFailed(f"answered garbage: {exc}")
+                except _ReplicaFailed as exc:
+                    failure = exc
+                except (ProviderRefused, ProviderRefusedInput):
+                    self.replicas.succeeded(replica)
+                    self._count("rejected", started)
+                    raise
+                else:
+                    self.replicas.succeeded(replica)
+                    self._count("ok", started)
+                    return result
+                self._failed(replica, failure, started)
+            if failed is not None or time.monotonic() >= deadline:
+                raise self._error(failure)
+            failed = replica, failure
+
+    async def _stream(
+        self, call: Call, media_types: tuple[str, ...]
+    ) -> AsyncGenerator[bytes, None]:
+        failed: tuple[Replica, _ReplicaFailed] | None = None
+        while True:
+            async with self._replica(failed) as replica:
+                started = time.monotonic()
+                sent = False
+                try:
+                    async with self._open(replica, call) as response:
+                        await self._check_status(response)
+                        media_type = response.headers.get("content-type", "").lower()
+                        if not media_type.startswith(media_types):
+                            raise Garbage(f"answered {media_type or 'no content type'}, not audio")
+                        async for chunk in response.aiter_bytes():
+                            sent = True
+                            yield chunk
+                    if not sent:
+                        raise Garbage("answered no audio at all")
+                except httpx.TimeoutException:
+                    failure = _ReplicaFailed("stopped sending in time", timed_out=True)
+                except httpx.HTTPError as exc:
+                    failure = _ReplicaFailed(_transport_failure(exc))
+                except Garbage as exc:
+                    failure = _ReplicaFailed(f"answered garbage: {exc}")
+                except _ReplicaFailed as exc:
+                    failure = exc
+                except (ProviderRefused, ProviderRefusedInput):
+                    self.replicas.succeeded(replica)
+                    self._count("rejected", started)
+                    raise
+                else:
+                    self.replicas.succeeded(replica)
+                    self._count("ok", started)
+                    return
+                self._failed(replica, failure, started)
+            # Once audio has gone to the client another replica cannot take over.
+            if sent or failed is not None:
+                raise self._error(failure)
+            failed = replica, failure
+
+    def _open(self, replica: Replica, call: Call) -> AbstractAsyncContextManager[httpx.Response]:
+        return self._client.stream(
+            call.method,
+            replica.url + call.path,
+            params=call.params or None,
+            json=call.json,
+            data=call.data,
+            files=call.files,
+        )
+
+    @asynccontextmanager
+    async def _replica(
+        self, failed: tuple[Replica, _ReplicaFailed] | None
+    ) -> AsyncIterator[Replica]:
+        """A replica for the first try, or for the retry after `failed` (another one)."""
+        try:
+            async with self.replicas.replica(exclude=failed[0] if failed else None) as replica:
+                yield replica
+        except NoReplica:
+            if failed is not None:  # no other replica to retry on: the first failure stands
+                raise self._error(failed[1]) from None
+            raise ProviderError(
+                f"The speech provider {self.name!r} is unavailable: every replica failed "
+                f"{FAILURES_TO_LEAVE_OUT} requests in a row and is left out for now. "
+                "The request was not billed and is safe to retry."
+            ) from None
+
+    async def _check_status(self, response: httpx.Response) -> None:
+        status = response.status_code
+        if status >= 500 or status == 429:
+            raise _ReplicaFailed(f"answered {status}")
+        if status >= 400:
+            await _read_bounded(response)
+            said = error_message(response)
+            refusal = f"The speech provider {self.name!r} refused the request ({status})"
+            refusal += f": {said}" if said else "."
+            if status in _INPUT_REFUSALS:
+                raise ProviderRefusedInput(refusal)
+            raise ProviderRefused(refusal, status)
+        if not 200 <= status < 300:
+            raise _ReplicaFailed(f"answered {status}")
+
+    def _failed(self, replica: Replica, failure: _ReplicaFailed, started: float) -> None:
+        self.replicas.failed(replica)
+        self._count("timeout" if failure.timed_out else "error", started)
+        logger.warning(
+            "provider %s replica %s failed: %s", self.name, replica.shown_url, failure.reason
+        )
+
+    def _error(self, failure: _ReplicaFailed) -> ProviderError:
+        return ProviderError(
+            f"The speech provider {self.name!r} failed: {failure.reason}. "
+            "The request was not billed and is safe to retry."
+        )
+
+    def _count(self, outcome: str, started: float) -> None:
+        self._metrics.provider_called(self.name, outcome, time.monotonic() - started)
+
+    async def close(self) -> None:
+        await self._client.aclose()
+
+
+async def _read_bounded(response: httpx.Response) -> None:
+    """Read the whole answer into `response.content`, refusing one past `MAX_JSON_BYTES`."""
+    body = bytearray()
+    async for chunk in response.aiter_bytes():
+        body += chunk
+        if len(body) > MAX_JSON_BYTES:
+            raise Garbage(f"answered more than {MAX_JSON_BYTES} bytes")
+    response._content = bytes(body)
+
+
+def _transport_failure(exc: httpx.HTTPError) -> str:
+    if isinstance(exc, httpx.ConnectError):
+        return "refused the connection"
+    if isinstance(exc, httpx.TimeoutException):
+        return "did not answer in time"
+    if isinstance(exc, httpx.RemoteProtocolError):
+        return "closed the connection mid-answer"
+    return f"could not be reached ({type(exc).__name__})"
+
+
+def _loop_time(deadline: float) -> float:
+    """A `time.monotonic()` instant on the event loop's clock."""
+    loop = asyncio.get_running_loop()
+    return loop.time() + (deadline - time.monotonic())
+
+
+async def _encoded(
+    chunks: AsyncGenerator[bytes, None], encoder: AudioEncoder
+) -> AsyncGenerator[bytes, None]:
+    """Raw 16-bit PCM at `PCM_RATE` from a provider, encoded chunk by chunk (off the loop)."""
+    carry = b""
+    async with aclosing(chunks):
+        async for chunk in chunks:
+            data = carry + chunk
+            whole = len(data) - len(data) % 2  # a sample may straddle two chunks
+            carry = data[whole:]
+            if whole:
+                pcm = Pcm(np.frombuffer(data[:whole], dtype="<i2").astype(np.int16), PCM_RATE)
+                if encoded := await asyncio.to_thread(encoder.add, pcm):
+                    yield encoded
+    yield await asyncio.to_thread(encoder.finish)

@@ -1,0 +1,320 @@
+"""What each kind of provider is sent and answers: OpenAI's audio API (which vLLM, speaches,
+Kokoro-FastAPI, faster-whisper-server and Voice Service's own /v1 speak) and ElevenLabs'.
+
+Pure translation between our requests and theirs, no I/O: `provider.Provider` sends what
+these build and hands back what they parse. A parser raises `Garbage` for an answer that is
+not what the protocol promises, which counts as the replica failing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+from urllib.parse import quote
+
+import httpx
+
+from voice_service.audio.encode import OutputFormat
+from voice_service.audio.formats import UploadFormat
+from voice_service.engines.protocols import Segment, TranscribeOptions, Word
+from voice_service.providers.languages import to_iso_639_1
+
+# Answers are read whole only when they are JSON; a transcript of 30 minutes is far below.
+MAX_JSON_BYTES = 16 * 1024 * 1024
+PCM_RATE = 24_000  # the raw PCM asked of a provider when ours must re-encode it
+
+
+class Garbage(Exception):
+    """The answer is not what the protocol promises (wrong type, unparsable, missing keys)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One HTTP request to a replica: its path is appended to the replica's base URL."""
+
+    method: str
+    path: str
+    params: dict[str, str] = field(default_factory=dict)
+    json: dict[str, Any] | None = None
+    data: dict[str, str | list[str]] | None = None
+    files: list[tuple[str, tuple[str, bytes, str]]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SpeechCall:
+    """A speech request, and the audio it answers with: `fmt` itself (passed through), or
+    raw 16-bit PCM at `PCM_RATE` that we encode into the client's format."""
+
+    call: Call
+    passthrough: bool
+    media_types: tuple[str, ...]  # the Content-Types a good answer may have
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteTranscript:
+    text: str
+    language: str | None  # ISO 639-1, or None when the provider did not say
+    segments: tuple[Segment, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AudioFile:
+    name: str
+    content: bytes
+    media_type: str
+
+
+class Wire(Protocol):
+    def headers(self, api_key: str | None) -> dict[str, str]: ...
+
+    def transcription(
+        self, audio: AudioFile, options: TranscribeOptions, model: str | None
+    ) -> Call: ...
+
+    def parse_transcription(
+        self, response: httpx.Response, options: TranscribeOptions, duration: float
+    ) -> RemoteTranscript: ...
+
+    def speech(
+        self, voice: str, text: str, fmt: OutputFormat, speed: float, model: str | None
+    ) -> SpeechCall: ...
+
+
+class OpenAIWire:
+    """OpenAI's `/audio/transcriptions`, `/audio/translations` and `/audio/speech`; base URLs
+    end in `/v1`."""
+
+    def headers(self, api_key: str | None) -> dict[str, str]:
+        return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+    def transcription(
+        self, audio: AudioFile, options: TranscribeOptions, model: str | None
+    ) -> Call:
+        # json when nothing but the text is needed (every server has it); verbose_json to
+        # learn the language or the times.
+        verbose = options.language is None or options.timestamps or options.word_timestamps
+        data: dict[str, str | list[str]] = {
+            "model": model or "whisper-1",
+            "response_format": "verbose_json" if verbose else "json",
+            "temperature": str(options.temperature),
+        }
+        if options.language is not None and options.task == "transcribe":
+            data["language"] = options.language
+        if options.prompt:
+            data["prompt"] = options.prompt
+        if options.word_timestamps:
+            data["timestamp_granularities[]"] = ["word", "segment"]
+        path = "/audio/translations" if options.task == "translate" else "/audio/transcriptions"
+        files = [("file", (audio.name, audio.content, audio.media_type))]
+        return Call("POST", path, data=data, files=files)
+
+    def parse_transcription(
+        self, response: httpx.Response, options: TranscribeOptions, duration: float
+    ) -> RemoteTranscript:
+        body = _json_object(response)
+        text = body.get("text")
+        if not isinstance(text, str):
+            raise Garbage("the transcript has no text")
+        language = body.get("language")
+        language_code = to_iso_639_1(language) if isinstance(language, str) else None
+        segments = tuple(_openai_segments(body.get("segments"), duration))
+        words = tuple(_words(body.get("words"), "word"))
+        if not segments:
+            segments = (Segment(text.strip(), 0.0, duration),)
+        if words:  # OpenAI lists words beside the segments; ours hang off each segment
+            segments = _with_words(segments, words)
+        return RemoteTranscript(text.strip(), language_code, segments)
+
+    def speech(
+        self, voice: str, text: str, fmt: OutputFormat, speed: float, model: str | None
+    ) -> SpeechCall:
+        body = {
+            "model": model or "tts-1",
+            "voice": voice,
+            "input": text,
+            "response_format": fmt.value,
+            "speed": speed,
+        }
+        # Every OpenAI format is one of ours: what the client asked for comes through as is.
+        return SpeechCall(Call("POST", "/audio/speech", json=body), True, _AUDIO_TYPES)
+
+
+class ElevenLabsWire:
+    """ElevenLabs' `/v1/text-to-speech/{voice_id}/stream`, `/v1/speech-to-text` and voices;
+    base URLs are the API's root (`https://api.elevenlabs.io`)."""
+
+    def headers(self, api_key: str | None) -> dict[str, str]:
+        return {"xi-api-key": api_key} if api_key else {}
+
+    def transcription(
+        self, audio: AudioFile, options: TranscribeOptions, model: str | None
+    ) -> Call:
+        data: dict[str, str | list[str]] = {
+            "model_id": model or "scribe_v1",
+            "timestamps_granularity": "word",
+        }
+        if options.language is not None:
+            data["language_code"] = options.language
+        files = [("file", (audio.name, audio.content, audio.media_type))]
+        return Call("POST", "/v1/speech-to-text", data=data, files=files)
+
+    def parse_transcription(
+        self, response: httpx.Response, options: TranscribeOptions, duration: float
+    ) -> RemoteTranscript:
+        body = _json_object(response)
+        text = body.get("text")
+        if not isinstance(text, str):
+            raise Garbage("the transcript has no text")
+        language = body.get("language_code")
+        language_code = to_iso_639_1(language) if isinstance(language, str) else None
+        words = tuple(_words(body.get("words"), "text"))
+        segment = Segment(text.strip(), 0.0, duration, words if options.word_timestamps else ())
+        return RemoteTranscript(text.strip(), language_code, (segment,))
+
+    def speech(
+        self, voice: str, text: str, fmt: OutputFormat, speed: float, model: str | None
+    ) -> SpeechCall:
+        body: dict[str, Any] = {"text": text, "model_id": model or "eleven_multilingual_v2"}
+        # MP3 and 24 kHz PCM are formats of both; anything else, or another speed than
+        # ElevenLabs' 0.7-1.2 allow, is made from its PCM here.
+        passthrough = fmt in (OutputFormat.MP3, OutputFormat.PCM) and speed == 1.0
+        output = "mp3_44100_128" if passthrough and fmt is OutputFormat.MP3 else "pcm_24000"
+        path = f"/v1/text-to-speech/{_segment(voice)}/stream"
+        call = Call("POST", path, params={"output_format": output}, json=body)
+        return SpeechCall(call, passthrough, _AUDIO_TYPES)
+
+    def add_voice(self, name: str, description: str | None, sample: AudioFile) -> Call:
+        data: dict[str, str | list[str]] = {"name": name}
+        if description:
+            data["description"] = description
+        files = [("files", (sample.name, sample.content, sample.media_type))]
+        return Call("POST", "/v1/voices/add", data=data, files=files)
+
+    def parse_added_voice(self, response: httpx.Response) -> str:
+        voice_id = _json_object(response).get("voice_id")
+        if not isinstance(voice_id, str) or not voice_id:
+            raise Garbage("the answer names no voice_id")
+        return voice_id
+
+    def delete_voice(self, voice_id: str) -> Call:
+        return Call("DELETE", f"/v1/voices/{_segment(voice_id)}")
+
+
+# An upload as a provider gets it, named by its real format (OpenAI goes by the name).
+UPLOAD_NAMES = {
+    UploadFormat.MP3: ("audio.mp3", "audio/mpeg"),
+    UploadFormat.WAV: ("audio.wav", "audio/wav"),
+    UploadFormat.MP4: ("audio.m4a", "audio/mp4"),
+    UploadFormat.WEBM: ("audio.webm", "audio/webm"),
+    UploadFormat.OGG: ("audio.ogg", "audio/ogg"),
+    UploadFormat.FLAC: ("audio.flac", "audio/flac"),
+}
+
+# Servers label audio loosely (ElevenLabs' PCM is application/octet-stream); what is never
+# audio is a page or a JSON error with a 200.
+_AUDIO_TYPES = ("audio/", "application/octet-stream", "binary/octet-stream")
+
+
+def error_message(response: httpx.Response) -> str:
+    """The provider's own words for a refusal (OpenAI's `error.message`, ElevenLabs'
+    `detail.message`), cut short; empty when it gave none."""
+    try:
+        body = json.loads(response.content[:65536])
+    except (ValueError, UnicodeDecodeError):
+        return ""
+    message: object = None
+    if isinstance(body, dict):
+        error = body.get("error")
+        detail = body.get("detail")
+        if isinstance(error, dict):
+            message = error.get("message")
+        elif isinstance(detail, dict):
+            message = detail.get("message")
+        elif isinstance(detail, (str, list)):
+            message = detail
+        else:
+            message = body.get("message") or error
+    text = message if isinstance(message, str) else json.dumps(message) if message else ""
+    return text[:300]
+
+
+def _json_object(response: httpx.Response) -> dict[str, Any]:
+    media_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media_type != "application/json":
+        raise Garbage(f"answered {media_type or 'no content type'}, not JSON")
+    try:
+        body = json.loads(response.content)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise Garbage(f"answered JSON that does not parse ({exc})") from None
+    if not isinstance(body, dict):
+        raise Garbage("answered JSON that is not an object")
+    return body
+
+
+def _openai_segments(raw: object, duration: float) -> list[Segment]:
+    if not isinstance(raw, list):
+        return []
+    segments = []
+    for item in raw:
+        if not isinstance(item, dict) or not isinstance(item.get("text"), str):
+            raise Garbage("a segment has no text")
+        start = _seconds(item.get("start"), 0.0)
+        tokens = item.get("tokens")
+        segments.append(
+            Segment(
+                item["text"].strip(),
+                start,
+                _seconds(item.get("end"), duration),
+                tokens=tuple(t for t in tokens if isinstance(t, int))
+                if isinstance(tokens, list)
+                else (),
+                avg_logprob=_seconds(item.get("avg_logprob"), 0.0, signed=True),
+                compression_ratio=_seconds(item.get("compression_ratio"), 0.0),
+                no_speech_prob=_seconds(item.get("no_speech_prob"), 0.0),
+            )
+        )
+    return segments
+
+
+def _with_words(segments: tuple[Segment, ...], words: tuple[Word, ...]) -> tuple[Segment, ...]:
+    """Each word in the segment it starts in (the last one for words past every end)."""
+    owned: list[list[Word]] = [[] for _ in segments]
+    for word in words:
+        index = next(
+            (i for i, segment in enumerate(segments) if word.start < segment.end),
+            len(segments) - 1,
+        )
+        owned[index].append(word)
+    return tuple(
+        replace(segment, words=tuple(mine)) for segment, mine in zip(segments, owned, strict=True)
+    )
+
+
+def _words(raw: object, text_key: str) -> list[Word]:
+    if not isinstance(raw, list):
+        return []
+    words = []
+    for item in raw:
+        if not isinstance(item, dict) or item.get("type", "word") != "word":
+            continue  # ElevenLabs lists the spacing and sound events between words too
+        text = item.get(text_key)
+        if isinstance(text, str):
+            start = _seconds(item.get("start"), 0.0)
+            words.append(Word(text, start, _seconds(item.get("end"), start)))
+    return words
+
+
+def _seconds(value: object, default: float, *, signed: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return default
+    number = float(value)
+    if not math.isfinite(number) or (number < 0 and not signed):
+        return default
+    return number
+
+
+def _segment(value: str) -> str:
+    """`value` as one path segment (voice ids are the operator's or the provider's)."""
+    return quote(value, safe="")
