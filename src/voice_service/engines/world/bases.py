@@ -1,0 +1,171 @@
+"""Base choice: the voices a clone can speak through, and which one it speaks through.
+
+A clone is a neural base voice (Piper's joe, Kokoro's styles speaking English) converted toward
+the sample's profile. WORLD moves pitch and timbre, but not what it cannot see (voice quality,
+rhythm), so bases end apart: `WorldCloner` picks the one that lands nearest the sample by
+speaker embedding (`speaker_embedding`, a d-vector) once converted. It lives here, as the
+`VoiceCloner`, because choosing and measuring bases is most of what it does; measuring and
+converting it leaves to `analysis` and `conversion`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import numpy as np
+
+from voice_service.engines.protocols import Pcm, TextToSpeech
+from voice_service.engines.speaker_embedding import SpeakerEncoder, cosine
+from voice_service.engines.world.analysis import (
+    ANALYSIS_RATE,
+    analyse_sample,
+    analysed_speech,
+    profile_speech,
+)
+from voice_service.engines.world.conversion import (
+    BaseSpeech,
+    Conversion,
+    analyse_base_speech,
+    base_f0_range,
+    convert,
+    resynthesize,
+)
+from voice_service.engines.world.pcm import Floats, resample, rms, to_float, to_int16
+from voice_service.engines.world.profile import VoiceProfile
+
+# A few sentences covering English vowels and voiced consonants, spoken once at start-up to
+# measure the base voice. Per-utterance statistics of short requests would jitter (a question
+# rises, a list falls), so conversions use this long-term profile.
+BASE_CALIBRATION_TEXT: Final = (
+    "The quick brown fox jumps over the lazy dog. Every morning, I walk along the river and "
+    "watch the boats drift slowly past the old stone bridge. Would you like a cup of tea, or "
+    "would you rather have some cold water? My neighbour's children were playing football "
+    "in the garden until it began to rain."
+)
+
+
+# Spoken and analysed by WORLD once per base voice (kept at 16 kHz, all the embedding reads),
+# then resynthesized toward every new sample to choose its base: one sentence, since each
+# clone converts it once per base (figures: bench/engine_settings.md).
+PROBE_TEXT: Final = "The quick brown fox jumps over the lazy dog."
+
+
+@dataclass(frozen=True, slots=True)
+class BaseVoice:
+    """A voice clones can be converted from: `tts` speaks `key`."""
+
+    key: str
+    tts: TextToSpeech
+
+
+def measure_base(base: BaseVoice) -> VoiceProfile:
+    """The long-term profile of a base voice: `BASE_CALIBRATION_TEXT` spoken and analysed."""
+    return analyse_sample(base.tts.synthesize(base.key, BASE_CALIBRATION_TEXT))
+
+
+class WorldCloner:
+    """`VoiceCloner`: the base voice that lands nearest the sample, converted toward it.
+
+    The base is chosen after conversion, not before: each base's `PROBE_TEXT` is converted
+    toward the sample and the one whose result is nearest the sample's d-vector wins. On the
+    three real speakers of bench.clone_similarity, the base nearest *before* conversion was
+    the male `jm_kumo` every time, and its clones gained +0.149 (Resemblyzer) / +0.030
+    (d-vector) over Piper's joe unconverted, while converting joe itself gained +0.118 /
+    +0.135: WORLD moves some voices much further than others. Chosen after conversion:
+    +0.186 / +0.199 (ceiling, the speaker against himself: +0.367 / +0.435).
+
+    The first of `bases` is the default: version-1 profiles (made before there was a choice)
+    use it, and so does a clone whose base this node does not load (an operator who turned
+    Kokoro off gets clones that still speak, in Piper's voice, rather than failing).
+
+    Conversions need each base's long-term profile (`measure_base`: ~14 s of speech; 10 s of
+    a loaded 2-core start for Piper alone, ~15 CPU-s per Kokoro style: all six took 138
+    CPU-s, 3.6 min on this 2-core machine). Choosing a base needs them all, so measuring
+    lazily would hold a node's first clone for minutes, and measuring at start would add
+    them to every start: the profiles ship as data instead (`clone_base_profiles`, checked
+    against fresh measurements by the tests), and only a base missing from `profiles` is
+    measured, on first use; start-up now spends nothing on cloning (0.07 s, the encoder).
+    The probes are synthesized on first use, under the lock.
+
+    Thread-safe: the base engines are, profiles and probes are immutable once made, and
+    their caches are only written under the lock.
+    """
+
+    sample_rate: Final = ANALYSIS_RATE  # samples are analysed at this rate whatever theirs
+
+    def __init__(
+        self,
+        bases: Sequence[BaseVoice],
+        encoder: SpeakerEncoder,
+        profiles: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> None:
+        if not bases:
+            raise ValueError("a cloner needs at least one base voice")
+        self._bases = {base.key: base for base in bases}
+        self._default = bases[0]
+        self._encoder = encoder
+        self._profiles = {
+            key: VoiceProfile.from_dict(profile)
+            for key, profile in (profiles or {}).items()
+            if key in self._bases
+        }
+        self._probes: dict[str, BaseSpeech] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def base_voice(self) -> str:
+        """The default base voice (see the class)."""
+        return self._default.key
+
+    @property
+    def base_voices(self) -> tuple[str, ...]:
+        return tuple(self._bases)
+
+    def profile(self, sample: Pcm) -> dict[str, Any]:
+        speech = analysed_speech(sample)
+        profile = profile_speech(speech)
+        base = self.nearest_base(speech, profile)
+        return dataclasses.replace(profile, base_voice=base).to_dict()
+
+    def nearest_base(self, speech: Floats, target: VoiceProfile) -> str:
+        """The base whose probe, converted toward `target`, sounds nearest `speech` (the
+        sample at 16 kHz, as `analysed_speech` gives it)."""
+        if len(self._bases) == 1:
+            return self._default.key
+        embedding = self._encoder.embed(speech.astype(np.float32))
+
+        def similarity(key: str) -> float:
+            conversion = Conversion.between(self.base_profile(key), target)
+            converted = analysed_speech(resynthesize(self._probe(key), conversion))
+            return cosine(embedding, self._encoder.embed(converted.astype(np.float32)))
+
+        return max(self._bases, key=similarity)
+
+    def speaker(self, profile: Mapping[str, Any]) -> Callable[[str], Pcm]:
+        target = VoiceProfile.from_dict(profile)
+        base = self._bases.get(target.base_voice or "", self._default)
+        conversion = Conversion.between(self.base_profile(base.key), target)
+        return lambda text: convert(base.tts.synthesize(base.key, text), conversion)
+
+    def base_profile(self, key: str) -> VoiceProfile:
+        """The long-term profile of the base `key`: shipped, or measured on first use."""
+        with self._lock:
+            if key not in self._profiles:
+                self._profiles[key] = measure_base(self._bases[key])
+            return self._profiles[key]
+
+    def _probe(self, key: str) -> BaseSpeech:
+        """The base's `PROBE_TEXT` at 16 kHz, analysed once: converting it toward each new
+        sample then costs only WORLD's synthesis."""
+        profile = self.base_profile(key)
+        with self._lock:
+            if key not in self._probes:
+                speech = self._bases[key].tts.synthesize(key, PROBE_TEXT)
+                signal = resample(to_float(speech), speech.sample_rate, ANALYSIS_RATE)
+                probe = Pcm(to_int16(signal, rms(signal)), ANALYSIS_RATE)
+                self._probes[key] = analyse_base_speech(probe, base_f0_range(profile))
+            return self._probes[key]
