@@ -33,6 +33,7 @@ from voice_service.db import create_engine, hold_startup_lock, run_in_transactio
 from voice_service.ids import catalogue_voice_id
 from voice_service.logs import log_config
 from voice_service.metrics.multiprocess import share_between_workers
+from voice_service.providers.config import ProvidersFileError, load_providers
 from voice_service.requestlog.repository import recent_requests
 from voice_service.settings import Settings
 from voice_service.tenancy import service as tenancy
@@ -215,6 +216,12 @@ def serve(
         raise typer.Exit(2)
     if workers > 1 and settings.is_sqlite:
         typer.echo("note: several workers on SQLite serialize their writes.", err=True)
+    if settings.providers_file is not None:
+        try:  # each process reads it again; a mistake is one line here, before the port
+            load_providers(settings.providers_file)
+        except ProvidersFileError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(1) from None
     config = uvicorn.Config(
         "voice_service.app:create_app",
         factory=True,
