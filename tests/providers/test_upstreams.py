@@ -224,3 +224,41 @@ async def _last_row(node: LiveServer, path: str) -> RequestLogEntry | None:
         .limit(1)
     )
     return await asyncio.to_thread(node.query, statement)
+
+
+async def test_a_node_with_only_providers_serves_both_apis_and_the_console(
+    tmp_path: Path, database_url: str, gateway_toml: str, clip: Path
+) -> None:
+    settings = _settings(tmp_path, database_url, gateway_toml, tts_engines="", stt_engines="")
+    light = Engines.load(settings)  # nothing loaded: no model in this process's memory
+    assert light.speakers == {} and light.transcriber is None
+    app = create_app(settings, light)
+    tenant = await Tenants(settings).create()
+    async with running(app) as client:
+        voices = (await client.get("/voices", headers=tenant.headers)).json()["voices"]
+        assert [voice["name"] for voice in voices] == ["Joe (node B)"]
+        async with httpx.AsyncClient(
+            transport=client._transport, base_url="http://testserver", timeout=120
+        ) as root:
+            speech = await root.post(
+                "/v1/audio/speech",
+                headers=tenant.headers,
+                json={"model": "tts-1", "voice": voices[0]["id"], "input": SPOKEN},
+            )
+            assert speech.status_code == 200, speech.text
+            transcript = await root.post(
+                "/v1/audio/transcriptions",
+                headers=tenant.headers,
+                files={"file": clip.open("rb")},
+                data={"model": "whisper-1", "language": "en"},
+            )
+            assert transcript.status_code == 200, transcript.text
+            assert _letters(transcript.json()["text"]) == _letters(ENGLISH_TEXT)
+            console = await root.get("/console/", headers={"Accept": "text/html"})
+            assert console.status_code in (200, 303)
+            ready = await root.get("/readyz")
+        assert ready.status_code == 200
+        report = ready.json()
+        assert report["checks"] == {"engines": True, "database": True, "providers": True}
+        assert report["providers"]["gpu-whisper"]["replicas"][0]["state"] == "up"
+        assert set(report["providers"]) == {"node-b", "gpu-whisper"}
