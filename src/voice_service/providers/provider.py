@@ -121,8 +121,7 @@ class Provider:
         call = self.wire.transcription(audio, options, model)
 
         async def parse(response: httpx.Response) -> RemoteTranscript:
-            await _read_bounded(response)
-            return self.wire.parse_transcription(response, options, duration)
+            return self.wire.parse_transcription(await _read_bounded(response), options, duration)
 
         return await self._call(call, parse, deadline)
 
@@ -133,8 +132,7 @@ class Provider:
         wire = self._elevenlabs()
 
         async def parse(response: httpx.Response) -> str:
-            await _read_bounded(response)
-            return wire.parse_added_voice(response)
+            return wire.parse_added_voice(await _read_bounded(response))
 
         return await self._call(wire.add_voice(name, description, sample), parse, deadline)
 
@@ -285,8 +283,7 @@ class Provider:
         if status >= 500 or status == 429:
             raise _ReplicaFailed(f"answered {status}")
         if status >= 400:
-            await _read_bounded(response)
-            said = error_message(response)
+            said = error_message(await _read_bounded(response))
             refusal = f"The speech provider {self.name!r} refused the request ({status})"
             refusal += f": {said}" if said else "."
             if status in _INPUT_REFUSALS:
@@ -315,14 +312,17 @@ class Provider:
         await self._client.aclose()
 
 
-async def _read_bounded(response: httpx.Response) -> None:
-    """Read the whole answer into `response.content`, refusing one past `MAX_JSON_BYTES`."""
+async def _read_bounded(response: httpx.Response) -> httpx.Response:
+    """The whole answer, read; one past `MAX_JSON_BYTES` is garbage (a replica that sends
+    without end must not fill this node's memory)."""
     body = bytearray()
     async for chunk in response.aiter_bytes():
         body += chunk
         if len(body) > MAX_JSON_BYTES:
             raise Garbage(f"answered more than {MAX_JSON_BYTES} bytes")
-    response._content = bytes(body)
+    # Decoded already: of the headers only its type still holds.
+    media_type = {"content-type": response.headers.get("content-type", "")}
+    return httpx.Response(response.status_code, headers=media_type, content=bytes(body))
 
 
 def _transport_failure(exc: httpx.HTTPError) -> str:
