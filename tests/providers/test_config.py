@@ -67,12 +67,15 @@ def test_a_good_file_gives_each_provider_its_settings_and_key(tmp_path: Path) ->
         ),
         (("max_concurrency = 16", "max_concurrency = 0"), r"line 7: provider\[0\]\.max_conc"),
         (('languages = ["*"]', 'languages = ["french"]'), r"line 11: .*ISO 639-1 code"),
-        (('name = "Rachel"', 'nom = "Rachel"'), r"line 20: provider\[1\]\.speech\.voices\[0\]\.name: Field required"),
+        (
+            ('name = "Rachel"', 'nom = "Rachel"'),
+            r"line 20: provider\[1\]\.speech\.voices\[0\]\.name: Field required",
+        ),
         (('name = "eleven"', 'name = "gpu-whisper"'), r"line 14: .*used by an earlier provider"),
         (('name = "eleven"', 'name = "piper"'), r"line 14: .*a local engine's name"),
         (('name = "eleven"', 'name = "Eleven Labs"'), r"line 14: .*lowercase letters"),
         (('kind = "elevenlabs"', 'kind = "openai"'), r"line 24: .*cloning: only kind"),
-        (('timeout_seconds = 60', 'timeout_seconds = "soon"'), r"line 6: provider\[0\]\.time"),
+        (("timeout_seconds = 60", 'timeout_seconds = "soon"'), r"line 6: provider\[0\]\.time"),
         (("[provider.cloning]", "[provider.clonig]"), r"line 24: provider\[1\]\.clonig: Extra"),
     ],
 )

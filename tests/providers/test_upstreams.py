@@ -56,9 +56,7 @@ def clip(tmp_path: Path) -> Path:
     return write_audio(tmp_path / "clip.wav", english_speech(), "wav-s16")
 
 
-def _settings(
-    tmp_path: Path, database_url: str, toml: str, **overrides: object
-) -> Settings:
+def _settings(tmp_path: Path, database_url: str, toml: str, **overrides: object) -> Settings:
     path = providers_file(tmp_path / "providers.toml", toml)
     return make_settings(tmp_path, database_url, providers_file=path, **overrides)
 
