@@ -47,7 +47,7 @@ from bench.wer import measure_name, word_error_rate, word_errors
 from voice_service.engines.espeak import KEY_PREFIX as ESPEAK_PREFIX
 from voice_service.engines.espeak import EspeakEngine
 from voice_service.engines.protocols import EngineVoice, Pcm, TranscribeOptions
-from voice_service.engines.registry import TRANSCRIBER, Engines
+from voice_service.engines.registry import Engines
 from voice_service.settings import Settings
 from voice_service.voices.repository import catalogue_order
 
@@ -134,11 +134,12 @@ def _speak(
 def _transcribe(
     engines: Engines, meter: CpuMeter, audio: npt.NDArray[np.float32], language: str
 ) -> str:
+    assert engines.transcriber is not None, "the benchmark loads the local Whisper"
     started = time.process_time()
     stream = engines.transcriber.stream(audio, TranscribeOptions(language=language))
     text = " ".join(segment.text for segment in stream.segments).strip()
     # English may take the service's English-only fast path, so it is costed apart.
-    engine = f"{TRANSCRIBER}_{'en' if language == 'en' else 'other'}"
+    engine = f"{engines.transcriber_name}_{'en' if language == 'en' else 'other'}"
     meter.add(engine, time.process_time() - started, audio.size / WHISPER_RATE)
     return text
 
