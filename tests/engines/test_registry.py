@@ -35,8 +35,10 @@ def test_the_settings_are_checked_deduplicated_and_may_be_empty(tmp_path: Path) 
     for empty in ("", " , "):
         assert Settings(data_dir=tmp_path, tts_engines=empty).tts_engine_names == ()
         assert Settings(data_dir=tmp_path, stt_engines=empty).stt_engine_names == ()
-    with pytest.raises(ValidationError, match="festival: not a text-to-speech engine; name any "
-                       "of piper, kokoro, espeak"):
+    with pytest.raises(
+        ValidationError,
+        match="festival: not a text-to-speech engine; name any of piper, kokoro, espeak",
+    ):
         Settings(data_dir=tmp_path, tts_engines="piper,festival")
     # A transcriber is not a speaker, nor the other way round.
     with pytest.raises(ValidationError, match="whisper: not a text-to-speech engine"):
