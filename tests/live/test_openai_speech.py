@@ -9,7 +9,8 @@ import openai
 import pytest
 
 from tests.helpers.live import LiveServer, audio_duration
-from voice_service.openai_api.voices import voice_id_for
+from voice_service.engines.registry import CLONE_BASE_VOICE
+from voice_service.ids import catalogue_voice_id
 
 TEXT = "The weather is lovely today. We could walk along the river after lunch."
 SENTENCES = (
@@ -79,7 +80,7 @@ def test_speed_changes_the_duration(
 
 
 def test_a_voice_can_be_an_id_or_an_object(client: openai.OpenAI) -> None:
-    catalogue_id = voice_id_for("nova")  # what GET /api/v1/voices lists for Piper Joe
+    catalogue_id = catalogue_voice_id(CLONE_BASE_VOICE)  # Piper's Joe, whom "nova" names
     for voice in (catalogue_id, {"id": catalogue_id}):
         audio = client.audio.speech.create(
             model="tts-1",

@@ -114,8 +114,9 @@ def upstream(
 
 @dataclass(frozen=True)
 class Urls:
-    faulty: str
-    node_b: str
+    faulty: str  # the faulty upstream, through its FaultProxy
+    second: str  # the faulty upstream again, straight and under another path
+    node_b: str  # node B, through its FaultProxy
     refusing: str
 
     @property
@@ -124,9 +125,12 @@ class Urls:
 
 
 @pytest.fixture(scope="module")
-def urls(proxy_up: FaultProxy, proxy_b: FaultProxy, refusing: int) -> Urls:
+def urls(
+    module_upstream: FaultyUpstream, proxy_up: FaultProxy, proxy_b: FaultProxy, refusing: int
+) -> Urls:
     return Urls(
         f"http://127.0.0.1:{proxy_up.port}/v1",
+        f"{module_upstream.root}/second/v1",
         f"http://127.0.0.1:{proxy_b.port}/v1",
         f"http://127.0.0.1:{refusing}/v1",
     )
@@ -668,20 +672,12 @@ def clip(tmp_path: Path) -> Path:
     return write_audio(tmp_path / "clip.wav", english_speech(), "wav-s16")
 
 
-TRANSCRIPTION_FAILURES: dict[str, Answer] = {
-    "500": Answer(500, "application/json", (b'{"error": {"message": "down"}}',)),
-    "garbage JSON": Answer(200, "application/json", (b'{"text": "the quick',)),
-    "wrong content type": Answer(200, "text/html", (b'{"text": "the quick brown fox"}',)),
-    "reset mid-body": Answer(
-        200, "application/json", (b'{"text": "the', b' quick"}'), hold_after=1
-    ),
-}
+def listeners(*urls: str, timeout: float = TRANSCRIPTION_TIMEOUT) -> str:
+    return provider("listeners", *urls, speech=False, transcription=True, timeout=timeout)
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("fault", list(TRANSCRIPTION_FAILURES))
-async def test_a_failed_transcription_is_retried_once_on_another_replica(
-    fault: str,
+async def test_a_transcription_reset_midway_is_retried_once_on_another_replica(
     node_of: NodeOf,
     urls: Urls,
     upstream: FaultyUpstream,
@@ -690,30 +686,56 @@ async def test_a_failed_transcription_is_retried_once_on_another_replica(
     node_b_tenant: Tenant,
     clip: Path,
 ) -> None:
-    answer = TRANSCRIPTION_FAILURES[fault]
-    toml = provider(
-        "listeners",
-        urls.faulty,
-        urls.node_b,
-        speech=False,
-        transcription=True,
-        timeout=TRANSCRIPTION_TIMEOUT,
-    )
-    async with node_of(toml) as node:
-        upstream.will(answer)
-        if answer.hold_after:
-            response = await reset_after_first_chunk(upstream, proxy_up, node.transcribe(clip))
-        else:
-            response = await node.transcribe(clip)
+    async with node_of(listeners(urls.faulty, urls.node_b)) as node:
+        upstream.will(Answer(200, "application/json", (b'{"text": "the', b' quick"}'), 1))
+        response = await reset_after_first_chunk(upstream, proxy_up, node.transcribe(clip))
         assert response.status_code == 200, response.text
         assert "fox" in response.json()["text"].lower()  # node B's Whisper heard it
-        assert [(p, s) for p, s, _ in await node_b_answered(node_b, node_b_tenant, 1)] == [
-            (TRANSCRIPTIONS, 200)
-        ]
+        calls = await node_b_answered(node_b, node_b_tenant, 1)
+        assert [(path, status) for path, status, _ in calls] == [(TRANSCRIPTIONS, 200)]
         seconds = math.ceil(english_speech().duration_seconds)
         assert await node.units(response.json()["request_id"]) == [seconds]
         assert node.outcomes("listeners") == {"error": 1, "ok": 1}
         assert len(upstream.requests) == 1
+
+
+# What a transcription replica answers -> what the 502 says it did.
+BAD_TRANSCRIPTS: dict[str, tuple[Answer, str]] = {
+    "500": (Answer(500, "application/json", (b'{"error": {"message": "down"}}',)), "answered 500"),
+    "garbage JSON": (
+        Answer(200, "application/json", (b'{"text": "the quick',)),
+        "answered JSON that does not parse",
+    ),
+    "wrong content type": (
+        Answer(200, "text/html", (b'{"text": "the quick brown fox"}',)),
+        "answered text/html, not JSON",
+    ),
+}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("fault", list(BAD_TRANSCRIPTS))
+async def test_a_bad_transcription_answer_fails_the_replica_and_is_not_billed(
+    fault: str, node_of: NodeOf, urls: Urls, upstream: FaultyUpstream, clip: Path
+) -> None:
+    # The one replica: no other to retry on, so the failure itself is the answer.
+    answer, said = BAD_TRANSCRIPTS[fault]
+    async with node_of(listeners(urls.faulty)) as node:
+        upstream.will(answer)
+        response = await node.transcribe(clip)
+        assert response.status_code == 502
+        error = response.json()["error"]
+        assert error["code"] == "PROVIDER_ERROR"
+        assert "'listeners'" in error["message"] and said in error["message"]
+        row = await node.log_row(error["request_id"])
+        assert (row.status, row.error_code) == (502, "PROVIDER_ERROR")
+        assert await node.units(error["request_id"]) == []
+        assert node.outcomes("listeners") == {"error": 1}
+        assert await node.states("listeners") == ["failing"]
+        assert [r.path for r in upstream.requests] == [TRANSCRIPTIONS]
+
+
+TRANSCRIPT = Answer(200, "application/json", (b'{"text": "the quick brown fox"}',))
 
 
 @pytest.mark.anyio
@@ -723,19 +745,14 @@ async def test_a_failed_transcription_is_retried_once_on_another_replica(
     "provider.Provider._call retries only while it lasts: a replica that stalls uses it all",
 )
 async def test_a_stalled_transcription_replica_is_retried_on_another(
-    node_of: NodeOf,
-    urls: Urls,
-    upstream: FaultyUpstream,
-    node_b: LiveServer,
-    node_b_tenant: Tenant,
-    clip: Path,
+    node_of: NodeOf, urls: Urls, upstream: FaultyUpstream, clip: Path
 ) -> None:
-    toml = provider(
-        "listeners", urls.faulty, urls.node_b, speech=False, transcription=True, timeout=3
-    )
-    async with node_of(toml) as node:
-        upstream.will(Answer(hold_after=0))
+    # The second replica is the upstream itself, under another path, answering at once:
+    # node B's Whisper may take longer than a timeout short enough for a quick test.
+    async with node_of(listeners(urls.faulty, urls.second, timeout=TIMEOUT)) as node:
+        upstream.will(Answer(hold_after=0), TRANSCRIPT)
         response = await node.transcribe(clip)
         assert response.status_code == 200, response.text
+        assert response.json()["text"] == "the quick brown fox"
+        assert [r.path for r in upstream.requests] == [TRANSCRIPTIONS, "/second" + TRANSCRIPTIONS]
         assert node.outcomes("listeners") == {"timeout": 1, "ok": 1}
-        assert len(await node_b_answered(node_b, node_b_tenant, 1)) == 1

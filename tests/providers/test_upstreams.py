@@ -238,10 +238,11 @@ async def test_a_node_with_only_providers_serves_both_apis_and_the_console(
         async with httpx.AsyncClient(
             transport=client._transport, base_url="http://testserver", timeout=120
         ) as root:
+            # OpenAI's names speak with the first English voice where Joe is not loaded.
             speech = await root.post(
                 "/v1/audio/speech",
                 headers=tenant.headers,
-                json={"model": "tts-1", "voice": voices[0]["id"], "input": SPOKEN},
+                json={"model": "tts-1", "voice": "alloy", "input": SPOKEN},
             )
             assert speech.status_code == 200, speech.text
             transcript = await root.post(

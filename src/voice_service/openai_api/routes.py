@@ -71,7 +71,9 @@ async def speech(
     principal: Annotated[Principal, Depends(require_service(Service.TEXT_TO_SPEECH))],
 ) -> MeteredStream:
     body = await parse_json(request, SpeechBody)
-    voice = await find_voice(context, principal, voice_id_for(body.voice_name))
+    assert context.voice_listing is not None
+    voice_id = voice_id_for(body.voice_name, context.voice_listing.openai_voice)
+    voice = await find_voice(context, principal, voice_id)
     fmt = body.response_format
     chunks = speech_chunks(
         context,

@@ -2,31 +2,34 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from voice_service import models
 from voice_service.engines.registry import CLONE_BASE_VOICE
 from voice_service.ids import catalogue_voice_id
 
-# Each of OpenAI's names speaks with Piper's Joe, the first English voice GET /api/v1/voices
-# lists (Piper ranks first: a sixth of Kokoro's CPU, and it says a text the same way every
-# time); a voice id from that list (a clone's too) chooses any other.
-OPENAI_VOICES: dict[str, str] = {
-    name: CLONE_BASE_VOICE
-    for name in (
-        "alloy",
-        "ash",
-        "ballad",
-        "coral",
-        "echo",
-        "fable",
-        "nova",
-        "onyx",
-        "sage",
-        "shimmer",
-        "verse",
-    )
-}
+# Each of OpenAI's names speaks with one voice: Piper's Joe, the first English voice
+# GET /api/v1/voices lists among the local engines' (Piper ranks first: a sixth of Kokoro's
+# CPU, and it says a text the same way every time); a voice id from that list (a clone's
+# too) chooses any other.
+OPENAI_NAMES = frozenset(
+    ("alloy", "ash", "ballad", "coral", "echo", "fable", "nova", "onyx", "sage", "shimmer", "verse")
+)
 
 
-def voice_id_for(voice: str) -> str:
-    """The catalogue or clone id `voice` names: one of OpenAI's names, else an id as is."""
-    key = OPENAI_VOICES.get(voice.strip().lower())
-    return catalogue_voice_id(key) if key is not None else voice
+def openai_voice_id(catalogue: Sequence[models.Voice]) -> str:
+    """The catalogue voice OpenAI's names speak with: Joe where this node has him; on a node
+    without Piper (one that speaks through providers only), the first English voice of the
+    catalogue, else its first voice."""
+    joe = catalogue_voice_id(CLONE_BASE_VOICE)
+    ids = [voice.id for voice in catalogue]
+    if joe in ids or not ids:
+        return joe
+    english = [voice.id for voice in catalogue if (voice.language or "").startswith("en")]
+    return (english or ids)[0]
+
+
+def voice_id_for(voice: str, openai_voice: str) -> str:
+    """The catalogue or clone id `voice` names: one of OpenAI's names (`openai_voice`),
+    else an id as is."""
+    return openai_voice if voice.strip().lower() in OPENAI_NAMES else voice
