@@ -14,7 +14,12 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager
+from contextlib import (
+    AbstractAsyncContextManager,
+    AsyncExitStack,
+    aclosing,
+    asynccontextmanager,
+)
 from typing import TypeVar
 
 import httpx
@@ -158,13 +163,15 @@ class Provider:
         speed: float = 1.0,
         bitrate: int,
         streaming: bool,
+        deadline: float,
     ) -> AsyncGenerator[bytes, None]:
         """`text` spoken by the provider in `fmt`, bytes as they arrive (re-encoded here only
-        when the provider cannot make `fmt` itself). Failures before the first byte are
-        retried as any call's; after it, the stream ends with `ProviderError`."""
+        when the provider cannot make `fmt` itself), all of them by `deadline` (a
+        `time.monotonic()` instant). Failures before the first byte are retried as any
+        call's; after it, the stream ends with `ProviderError`."""
         model = self.config.speech.model if self.config.speech else None
         speech = self.wire.speech(voice, text, fmt, speed, model)
-        chunks = self._stream(speech.call, speech.media_types)
+        chunks = self._stream(speech.call, speech.media_types, deadline)
         if speech.passthrough:
             return chunks
         encoder = AudioEncoder(fmt, streaming=streaming, bitrate=bitrate, speed=speed)
@@ -211,7 +218,7 @@ class Provider:
             failed = replica, failure
 
     async def _stream(
-        self, call: Call, media_types: tuple[str, ...]
+        self, call: Call, media_types: tuple[str, ...], deadline: float
     ) -> AsyncGenerator[bytes, None]:
         failed: tuple[Replica, _ReplicaFailed] | None = None
         while True:
@@ -219,17 +226,27 @@ class Provider:
                 started = time.monotonic()
                 sent = False
                 try:
-                    async with self._open(replica, call) as response:
-                        await self._check_status(response)
+                    async with AsyncExitStack() as stack:
+                        # The deadline bounds each wait, never the time the client takes
+                        # with a chunk (a timeout around a yield would cancel the client's
+                        # task, not this call).
+                        async with asyncio.timeout_at(_loop_time(deadline)):
+                            response = await stack.enter_async_context(self._open(replica, call))
+                            await self._check_status(response)
                         media_type = response.headers.get("content-type", "").lower()
                         if not media_type.startswith(media_types):
                             raise Garbage(f"answered {media_type or 'no content type'}, not audio")
-                        async for chunk in response.aiter_bytes():
+                        chunks = response.aiter_bytes()
+                        while True:
+                            async with asyncio.timeout_at(_loop_time(deadline)):
+                                chunk = await anext(chunks, None)
+                            if chunk is None:
+                                break
                             sent = True
                             yield chunk
                     if not sent:
                         raise Garbage("answered no audio at all")
-                except httpx.TimeoutException:
+                except (TimeoutError, httpx.TimeoutException):
                     failure = _ReplicaFailed("stopped sending in time", timed_out=True)
                 except httpx.HTTPError as exc:
                     failure = _ReplicaFailed(_transport_failure(exc))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
 from contextlib import aclosing
 from typing import Any
@@ -29,6 +30,9 @@ from voice_service.vocabulary import Capability, UsageEndpoint
 from voice_service.voices.service import find_voice
 
 logger = logging.getLogger(__name__)
+
+# Characters per second of the slowest speech a provider makes (people say about 15).
+SLOWEST_SPEECH = 5.0
 
 
 async def synthesize_speech(
@@ -65,6 +69,10 @@ async def speech_chunks(
     assert context.engines is not None
     remote = context.providers.speaker(voice.engine_voice) if voice.profile is None else None
     if remote is not None:
+        # The provider's own timeout, plus the inference budget's share for the longest
+        # the text could take to say.
+        seconds = remote.provider.config.timeout_seconds
+        seconds += context.inference_budget.per_audio_second * len(text) / SLOWEST_SPEECH
         made_there = remote.provider.speak(
             remote.voice,
             text,
@@ -72,6 +80,7 @@ async def speech_chunks(
             speed=speed,
             bitrate=context.settings.mp3_bitrate,
             streaming=streaming,
+            deadline=time.monotonic() + seconds,
         )
         async with aclosing(made_there) as chunks:
             async for chunk in chunks:
