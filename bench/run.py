@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from bench import clone_similarity, stt_quality, tts_quality
+from bench import clone_similarity, provider_overhead, stt_quality, tts_quality
 from bench.procs import (
     PYTHON,
     REPO,
@@ -52,6 +52,7 @@ from voice_service.audio.encode import encode_mp3
 from voice_service.audio.formats import identify_audio
 from voice_service.engines.piper import PiperEngine
 from voice_service.engines.registry import load_whisper
+from voice_service.engines.whisper import prepare_base_model
 from voice_service.ids import catalogue_voice_id
 from voice_service.settings import Settings
 
@@ -612,6 +613,46 @@ def transcription_quality(plan: Plan) -> tuple[list[Figure], dict[str, Any]]:
     return figures, result
 
 
+# --- 14. gateway overhead on the provider path --------------------------------------------
+
+
+def provider_path(
+    svc: Service, plan: Plan, piper: PiperEngine, data_dir: Path, work: Path
+) -> tuple[list[Figure], dict[str, Any]]:
+    """Straight to an upstream and through a light node in front of it (see
+    bench.provider_overhead); the service is the upstream node that speaks."""
+    clip = encode_mp3(piper.synthesize(VOICE_KEY, SHORT_TEXT))  # about 4 s
+    upstream = provider_overhead.Upstream(svc.server.root, svc.auth)
+    model = prepare_base_model(data_dir)  # joined already by the service's Whisper
+    r = provider_overhead.measure(plan.quick, work, upstream, clip, SHORT_TEXT, model)
+    figures = [
+        Figure("provider_stt_latency_ratio",
+               "14. STT via a provider: through the node / straight, median latency",
+               r["stt_through_s"] / r["stt_straight_s"], "x", "<=", 1.05),
+        Figure("provider_stt_straight_s", "14. STT straight to faster-whisper-server",
+               r["stt_straight_s"], "s"),
+        Figure("provider_stt_through_s", "14. STT through the node", r["stt_through_s"], "s"),
+        Figure("provider_stt_throughput_ratio",
+               "14. STT via a provider, 8 in flight: through / straight throughput",
+               r["stt_through_rps"] / r["stt_straight_rps"], "x", ">=", 0.95),
+        Figure("provider_stt_straight_rps", "14. STT straight, 8 in flight",
+               r["stt_straight_rps"], "req/s"),
+        Figure("provider_stt_through_rps", "14. STT through the node, 8 in flight",
+               r["stt_through_rps"], "req/s"),
+        Figure("provider_node_cpu_ms", "14. node CPU per transcription it forwards, over idle",
+               r["node_cpu_ms_per_transcription"], "ms"),
+        Figure("provider_first_byte_overhead_ms",
+               "14. /v1/audio/speech first byte: through the node - straight, median",
+               r["first_byte_overhead_ms"], "ms", "<=", 20.0),
+        Figure("provider_first_byte_straight_ms",
+               "14. speech first byte, straight from the upstream node",
+               r["first_byte_straight_ms"], "ms"),
+        Figure("provider_first_byte_through_ms", "14. speech first byte, through the light node",
+               r["first_byte_through_ms"], "ms"),
+    ]  # fmt: skip
+    return figures, r
+
+
 # --- the run --------------------------------------------------------------------------------
 
 
@@ -642,6 +683,7 @@ def run(plan: Plan, work: Path) -> dict[str, Any]:
             ("concurrency", lambda: concurrency(svc, plan)),
             ("streaming", lambda: streaming(svc, plan)),
             ("upload_memory", lambda: upload_memory(svc)),
+            ("provider_path", lambda: provider_path(svc, plan, piper, data_dir, work)),
         ]
         if redis_answers(REDIS_URL):
             steps.insert(2, ("gateway_workers", lambda: gateway_workers(plan, work)))

@@ -78,6 +78,16 @@ FIGURES = {
     "stream_concurrent_rps",
     "stream_concurrent_first_p50_ms",
     "stream_concurrent_first_max_ms",
+    "provider_stt_latency_ratio",
+    "provider_stt_straight_s",
+    "provider_stt_through_s",
+    "provider_stt_throughput_ratio",
+    "provider_stt_straight_rps",
+    "provider_stt_through_rps",
+    "provider_node_cpu_ms",
+    "provider_first_byte_overhead_ms",
+    "provider_first_byte_straight_ms",
+    "provider_first_byte_through_ms",
 }
 # The figures the issue sets a target for.
 TARGETED = {
@@ -98,6 +108,9 @@ TARGETED = {
     "tts_heldout_wer_es",
     "stt_wer_vs_defaults_given",
     "stt_wer_vs_defaults_detected",
+    "provider_stt_latency_ratio",
+    "provider_stt_throughput_ratio",
+    "provider_first_byte_overhead_ms",
 }
 
 
