@@ -83,3 +83,22 @@ def test_voice_keys_route_by_prefix(engines: Engines) -> None:
 def test_an_unknown_voice_key_is_its_own_error(engines: Engines, key: str) -> None:
     with pytest.raises(UnknownVoice, match="no engine on this node speaks"):
         engines.chunk_speaker(key, None)
+
+
+def test_whisper_runs_where_the_setting_says(tmp_path: Path) -> None:
+    """The CUDA path is the CPU's with another device: `auto` finds what CTranslate2 finds,
+    and `cuda` on a machine without a GPU stops the load with the engine's error."""
+    import ctranslate2
+
+    from voice_service.engines.protocols import EngineError
+    from voice_service.engines.registry import load_transcriber
+    from voice_service.engines.whisper import resolve_device
+
+    gpus = ctranslate2.get_cuda_device_count()
+    assert resolve_device("auto") == ("cuda" if gpus else "cpu")
+    assert resolve_device("cpu") == "cpu"
+    with pytest.raises(ValidationError, match="whisper_device"):
+        Settings(data_dir=tmp_path, whisper_device="gpu")
+    if not gpus:
+        with pytest.raises(EngineError, match="could not load the Whisper model"):
+            load_transcriber(Settings(data_dir=tmp_path, whisper_device="cuda"))

@@ -261,3 +261,40 @@ async def test_a_node_with_only_providers_serves_both_apis_and_the_console(
         assert report["checks"] == {"engines": True, "database": True, "providers": True}
         assert report["providers"]["gpu-whisper"]["replicas"][0]["state"] == "up"
         assert set(report["providers"]) == {"node-b", "gpu-whisper"}
+
+
+async def test_timed_formats_and_translation_come_from_the_providers_segments(
+    gateway: tuple[httpx.AsyncClient, FastAPI, Tenant],
+    whisper_server: FasterWhisperServer,
+    clip: Path,
+) -> None:
+    client, app, tenant = gateway
+    before = whisper_server.transcriptions_answered()
+    async with httpx.AsyncClient(
+        transport=client._transport, base_url="http://testserver", timeout=120
+    ) as root:
+        srt = await root.post(
+            "/v1/audio/transcriptions",
+            headers=tenant.headers,
+            files={"file": clip.open("rb")},
+            data={"model": "whisper-1", "response_format": "srt"},
+        )
+        assert srt.status_code == 200, srt.text
+        first, times, *text = srt.text.strip().splitlines()
+        assert first == "1" and times.startswith("00:00:00,000 --> 00:00:0")
+        assert _letters(" ".join(text)).startswith("thequickbrownfox")
+        verbose = await root.post(
+            "/v1/audio/transcriptions",
+            headers=tenant.headers,
+            files={"file": clip.open("rb")},
+            data={"model": "whisper-1", "response_format": "verbose_json"},
+        )
+        body = verbose.json()
+        assert body["language"] == "en"
+        assert body["duration"] == pytest.approx(english_speech().duration_seconds, abs=0.01)
+        assert body["segments"][0]["tokens"]  # the upstream decoder's own
+    assert whisper_server.transcriptions_answered() == before + 2
+    exposition = app.state.context.metrics.exposition().decode()
+    assert 'voice_service_provider_requests_total{outcome="ok",provider="gpu-whisper"} 2.0' in (
+        exposition
+    )
