@@ -478,13 +478,6 @@ def test_a_stream_reset_midway_is_cut_off_logged_502_and_not_billed(
 
 
 @pytest.mark.anyio
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="provider.Provider._stream counts audio as sent to the client once it yields a "
-    "chunk to its consumer, so /text-to-speech (one file, nothing sent until the end) is "
-    "not retried when a replica fails mid-body",
-)
 async def test_a_file_whose_replica_resets_midway_is_retried_as_nothing_was_sent(
     node_of: NodeOf,
     urls: Urls,
@@ -754,12 +747,6 @@ TRANSCRIPT = Answer(200, "application/json", (b'{"text": "the quick brown fox"}'
 
 
 @pytest.mark.anyio
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="transcription.service gives the call one deadline of timeout_seconds, and "
-    "provider.Provider._call retries only while it lasts: a replica that stalls uses it all",
-)
 async def test_a_stalled_transcription_replica_is_retried_on_another(
     node_of: NodeOf, urls: Urls, upstream: FaultyUpstream, clip: Clip
 ) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,8 +38,6 @@ logger = logging.getLogger(__name__)
 
 # The part of a sample that is analysed: enough for 30 s of speech after leading silence.
 MAX_SAMPLE_SECONDS = 120.0
-# How long the removal of a provider's clone we could not record may take.
-CLEANUP_SECONDS = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,8 +169,7 @@ async def _clone_at_provider(
     job = Job(Capability.CLONING, DECODER, abandoned=record.client_gone)
     with audio_errors_as_api_errors("sample"):
         upload, sha256 = await context.pool.run(job, _sample_for_provider, sample)
-    deadline = time.monotonic() + provider.config.timeout_seconds
-    added = provider.add_voice(request.name, request.description, upload, deadline)
+    added = provider.add_voice(request.name, request.description, upload)
     remote_id = await unless_set(record.client_gone, added)
     try:
         voice = await _record_clone(
@@ -189,7 +185,7 @@ async def _clone_at_provider(
     except BaseException:
         # Nothing is billed or kept here, so nothing may be kept there.
         with contextlib.suppress(Exception):
-            await provider.delete_voice(remote_id, time.monotonic() + CLEANUP_SECONDS)
+            await provider.delete_voice(remote_id)
         raise
     return voice
 
@@ -253,8 +249,7 @@ async def delete_voice(context: AppContext, principal: Principal, voice_id: str)
     )
     if remote is not None:
         # Deleted there first: a provider that fails leaves the clone whole here, to retry.
-        deadline = time.monotonic() + remote.provider.config.timeout_seconds
-        await remote.provider.delete_voice(remote.voice, deadline)
+        await remote.provider.delete_voice(remote.voice)
     async with transaction(context.sessions) as session:
         deleted = await repository.delete_clone(session, principal.org_id, voice_id)
         kept = None if deleted else await get_visible(session, principal.org_id, voice_id)

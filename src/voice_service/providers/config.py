@@ -165,6 +165,11 @@ def _resolve(
             if voice.voice in seen:
                 raise _Invalid("speech.voices", f"voice {voice.voice!r} is listed twice")
             seen.add(voice.voice)
+    if config.api_key_env is not None and any(urlsplit(url).username for url in config.urls):
+        # httpx sends a URL's user:password as Basic auth, in place of the key's header.
+        raise _Invalid(
+            "base_urls", "a URL with user:password cannot be used with api_key_env; use one"
+        )
     api_key = None
     if config.api_key_env is not None:
         api_key = env.get(config.api_key_env)

@@ -118,30 +118,27 @@ class Provider:
     # -- calls ------------------------------------------------------------------------------
 
     async def transcribe(
-        self, audio: AudioFile, options: TranscribeOptions, duration: float, deadline: float
+        self, audio: AudioFile, options: TranscribeOptions, duration: float
     ) -> RemoteTranscript:
-        """The provider's transcript of `audio` (`duration` seconds by our decoder); the call
-        is cancelled once `deadline` (a `time.monotonic()` instant) has passed."""
+        """The provider's transcript of `audio` (`duration` seconds by our decoder)."""
         model = self.config.transcription.model if self.config.transcription else None
         call = self.wire.transcription(audio, options, model)
 
         async def parse(response: httpx.Response) -> RemoteTranscript:
             return self.wire.parse_transcription(await _read_bounded(response), options, duration)
 
-        return await self._call(call, parse, deadline)
+        return await self._call(call, parse)
 
-    async def add_voice(
-        self, name: str, description: str | None, sample: AudioFile, deadline: float
-    ) -> str:
+    async def add_voice(self, name: str, description: str | None, sample: AudioFile) -> str:
         """A new instant clone at the provider: its voice id there."""
         wire = self._elevenlabs()
 
         async def parse(response: httpx.Response) -> str:
             return wire.parse_added_voice(await _read_bounded(response))
 
-        return await self._call(wire.add_voice(name, description, sample), parse, deadline)
+        return await self._call(wire.add_voice(name, description, sample), parse)
 
-    async def delete_voice(self, voice_id: str, deadline: float) -> None:
+    async def delete_voice(self, voice_id: str) -> None:
         """Delete a clone at the provider; one it no longer has counts as deleted."""
         wire = self._elevenlabs()
 
@@ -149,7 +146,7 @@ class Provider:
             await _read_bounded(response)
 
         try:
-            await self._call(wire.delete_voice(voice_id), parse, deadline)
+            await self._call(wire.delete_voice(voice_id), parse)
         except ProviderRefused as exc:
             if exc.upstream_status != 404:
                 raise
@@ -171,7 +168,9 @@ class Provider:
         call's; after it, the stream ends with `ProviderError`."""
         model = self.config.speech.model if self.config.speech else None
         speech = self.wire.speech(voice, text, fmt, speed, model)
-        chunks = self._stream(speech.call, speech.media_types, deadline)
+        # A whole file reaches the client only once made: a replica failing mid-way is then
+        # retried like any call.
+        chunks = self._stream(speech.call, speech.media_types, deadline, whole=not streaming)
         if speech.passthrough:
             return chunks
         encoder = AudioEncoder(fmt, streaming=streaming, bitrate=bitrate, speed=speed)
@@ -185,14 +184,15 @@ class Provider:
         self,
         call: Call,
         parse: Callable[[httpx.Response], Awaitable[T]],
-        deadline: float,
     ) -> T:
+        """One request, and one retry on another replica if a replica failed: each try
+        within `timeout_seconds`, so a call takes at most twice that."""
         failed: tuple[Replica, _ReplicaFailed] | None = None
         while True:
             async with self._replica(failed) as replica:
                 started = time.monotonic()
                 try:
-                    async with asyncio.timeout_at(_loop_time(deadline)):
+                    async with asyncio.timeout(self.config.timeout_seconds):
                         async with self._open(replica, call) as response:
                             await self._check_status(response)
                             result = await parse(response)
@@ -213,18 +213,20 @@ class Provider:
                     self._count("ok", started)
                     return result
                 self._failed(replica, failure, started)
-            if failed is not None or time.monotonic() >= deadline:
+            if failed is not None:
                 raise self._error(failure)
             failed = replica, failure
 
     async def _stream(
-        self, call: Call, media_types: tuple[str, ...], deadline: float
+        self, call: Call, media_types: tuple[str, ...], deadline: float, *, whole: bool
     ) -> AsyncGenerator[bytes, None]:
+        """The answer's bytes as they arrive, or with `whole` all of them once complete."""
         failed: tuple[Replica, _ReplicaFailed] | None = None
         while True:
             async with self._replica(failed) as replica:
                 started = time.monotonic()
                 sent = False
+                held: list[bytes] = []
                 try:
                     async with AsyncExitStack() as stack:
                         # The deadline bounds each wait, never the time the client takes
@@ -242,9 +244,12 @@ class Provider:
                                 chunk = await anext(chunks, None)
                             if chunk is None:
                                 break
-                            sent = True
-                            yield chunk
-                    if not sent:
+                            if whole:
+                                held.append(chunk)
+                            else:
+                                sent = True
+                                yield chunk
+                    if not sent and not held:
                         raise Garbage("answered no audio at all")
                 except (TimeoutError, httpx.TimeoutException):
                     failure = _ReplicaFailed("stopped sending in time", timed_out=True)
@@ -261,6 +266,8 @@ class Provider:
                 else:
                     self.replicas.succeeded(replica)
                     self._count("ok", started)
+                    for chunk in held:
+                        yield chunk
                     return
                 self._failed(replica, failure, started)
             # Once audio has gone to the client another replica cannot take over.
@@ -290,7 +297,7 @@ class Provider:
             if failed is not None:  # no other replica to retry on: the first failure stands
                 raise self._error(failed[1]) from None
             raise ProviderError(
-                f"The speech provider {self.name!r} is unavailable: every replica failed "
+                f"The provider {self.name!r} is unavailable: every replica failed "
                 f"{FAILURES_TO_LEAVE_OUT} requests in a row and is left out for now. "
                 "The request was not billed and is safe to retry."
             ) from None
@@ -301,7 +308,7 @@ class Provider:
             raise _ReplicaFailed(f"answered {status}")
         if status >= 400:
             said = error_message(await _read_bounded(response))
-            refusal = f"The speech provider {self.name!r} refused the request ({status})"
+            refusal = f"The provider {self.name!r} refused the request ({status})"
             refusal += f": {said}" if said else "."
             if status in _INPUT_REFUSALS:
                 raise ProviderRefusedInput(refusal)
@@ -318,7 +325,7 @@ class Provider:
 
     def _error(self, failure: _ReplicaFailed) -> ProviderError:
         return ProviderError(
-            f"The speech provider {self.name!r} failed: {failure.reason}. "
+            f"The provider {self.name!r} failed: {failure.reason}. "
             "The request was not billed and is safe to retry."
         )
 
@@ -349,6 +356,8 @@ def _transport_failure(exc: httpx.HTTPError) -> str:
         return "did not answer in time"
     if isinstance(exc, httpx.RemoteProtocolError):
         return "closed the connection mid-answer"
+    if isinstance(exc, httpx.ReadError):
+        return "reset the connection"
     return f"could not be reached ({type(exc).__name__})"
 
 

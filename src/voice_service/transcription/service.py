@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 from collections.abc import AsyncGenerator, Iterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
@@ -176,14 +175,8 @@ async def _remote_transcript_parts(
         upload, duration = await context.pool.run(
             job, _upload_for_provider, path, policy.accepted, context.settings.max_audio_seconds
         )
-    budget = context.inference_budget
-    seconds = min(
-        provider.config.timeout_seconds,
-        budget.base_seconds + budget.per_audio_second * float(duration),
-    )
     transcript = await unless_set(
-        record.client_gone,
-        provider.transcribe(upload, options, float(duration), time.monotonic() + seconds),
+        record.client_gone, provider.transcribe(upload, options, float(duration))
     )
     context.metrics.count_audio(Capability.SPEECH_TO_TEXT, float(duration))
     yield AudioInfo(transcript.language or options.language, duration)
