@@ -2,10 +2,11 @@
 
 A call goes to a replica (see `replicas`). A replica that refuses the connection, times out,
 answers 5xx or 429, or answers something that is not what the protocol promises has failed:
-the call is tried once more on another replica, if nothing has reached the client yet and
-the deadline allows. When that fails too, the caller gets 502 PROVIDER_ERROR naming the
-provider and what went wrong, never its URL or key. A 4xx other than 429 is the provider
-refusing this request (a text too long for it, say): no retry, and the replica stays up.
+the call is tried once more on another replica, if nothing has reached the client yet. Each
+try has `timeout_seconds` (a speech stream: until its deadline). When that fails too, the
+caller gets 502 PROVIDER_ERROR naming the provider and what went wrong, never its URL or key.
+A 4xx other than 429 is the provider refusing this request (a text too long for it, say): no
+retry, and the replica stays up.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ from voice_service.providers.wire import (
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
-# The longest wait for a TCP connection to a replica (the rest of the deadline is for the
+# The longest wait for a TCP connection to a replica (the rest of the try's time is for the
 # answer): a replica that is down is passed over quickly.
 CONNECT_SECONDS = 5.0
 
