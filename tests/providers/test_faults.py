@@ -178,16 +178,18 @@ def provider(
     speech: bool = True,
     transcription: bool = False,
     timeout: float = PATIENT,
+    key: bool = True,
 ) -> str:
-    """One [[provider]] of the OpenAI kind, with node B's key."""
+    """One [[provider]] of the OpenAI kind, with node B's key unless `key` is false."""
     lines = [
         "[[provider]]",
         f'name = "{name}"',
         'kind = "openai"',
         f"base_urls = {json.dumps(list(urls))}",
-        f'api_key_env = "{KEY_ENV}"',
         f"timeout_seconds = {timeout}",
     ]
+    if key:
+        lines.append(f'api_key_env = "{KEY_ENV}"')
     if speech:
         lines += ["[provider.speech]", f'voices = [{{ voice = "alloy", name = "Joe ({name})" }}]']
     if transcription:
@@ -504,7 +506,8 @@ async def test_when_every_replica_fails_the_answer_is_502_naming_the_provider_no
     node_b_tenant: Tenant,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    toml = provider("speakers", urls.faulty_with_credentials, urls.node_b)
+    # Credentials in a URL exclude api_key_env; node B is refused before it could want a key.
+    toml = provider("speakers", urls.faulty_with_credentials, urls.node_b, key=False)
     async with node_of(toml) as node:
         upstream.will(FAILED)
         proxy_b.set_mode("refuse")
