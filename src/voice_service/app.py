@@ -29,8 +29,9 @@ from voice_service.db import (
 )
 from voice_service.docs import docs_router
 from voice_service.engines.registry import Engines
-from voice_service.errors import install_error_handlers
+from voice_service.error_handlers import install_error_handlers
 from voice_service.health import router as health_router
+from voice_service.ledger import Books
 from voice_service.metrics.multiprocess import shared_directory
 from voice_service.metrics.registry import Metrics
 from voice_service.metrics.routes import router as metrics_router
@@ -86,6 +87,7 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
         metrics,
         sqlite=sqlite_writer,
     )
+    books = Books(sessions, log_writer, metrics)
     context = AppContext(
         settings=settings,
         db=db,
@@ -142,12 +144,12 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
         gc.collect()
         gc.freeze()
         # The state reaches the server protocol too (voice_service.server): its timeouts
-        # and its malformed-request rows go through this writer.
+        # and its malformed-request rows go into these books.
         policy = ConnectionPolicy(
             settings.header_timeout_seconds,
             settings.send_timeout_seconds,
             settings.max_connections,
-            log_writer,
+            books,
         )
         try:
             yield {STATE_KEY: policy}
@@ -203,7 +205,7 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
         idle_timeout=settings.body_timeout_seconds,
     )
     app.add_middleware(HeadAsGetMiddleware)
-    app.add_middleware(RequestContextMiddleware, request_log=log_writer)
+    app.add_middleware(RequestContextMiddleware, books=books)
     # Outermost: the console's headers reach whatever answers a console request, the
     # request middleware's 500 included.
     app.add_middleware(ConsoleHeadersMiddleware)

@@ -12,6 +12,7 @@ from voice_service.auth.keys import looks_like_secret
 from voice_service.auth.principal import Principal, find_principal
 from voice_service.context import AppContext
 from voice_service.errors import AccountSuspended, InvalidApiKey, ServiceDisabled
+from voice_service.ledger import Ledger
 
 # auto_error=False: a missing header must become our 401 envelope, not FastAPI's 403.
 _bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer vs_...`")
@@ -50,11 +51,12 @@ async def admit(request: Request, context: AppContext, principal: Principal) -> 
     """Let a resolved key's request in: it is logged as its organization's from here on,
     refused while the organization or account is suspended, and counted against its rate
     limit. The console's requests for a user come through here too (console/acting.py)."""
-    request.state.principal = principal
+    ledger = Ledger.of(request)
+    ledger.admit(principal)
     if principal.suspended:
         raise AccountSuspended()
     per_minute = principal.rate_limit or context.settings.default_rate_limit
-    request.state.quota = await context.limiter.hit(principal.key_id, per_minute)
+    ledger.quota = await context.limiter.hit(principal.key_id, per_minute)
 
 
 def check_service(principal: Principal, service: str) -> None:
@@ -64,6 +66,13 @@ def check_service(principal: Principal, service: str) -> None:
 
 
 Authenticated = Annotated[Principal, Depends(authenticate)]
+
+
+async def get_ledger(request: Request) -> Ledger:
+    return Ledger.of(request)
+
+
+RequestLedger = Annotated[Ledger, Depends(get_ledger)]
 
 
 def require_service(service: str) -> Callable[[Principal], Awaitable[Principal]]:

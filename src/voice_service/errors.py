@@ -1,6 +1,7 @@
 """One exception class per error code of the spec, and the one place that renders them.
 
-Services raise these; only this module knows about statuses and error bodies. Two bodies:
+Services raise these; only this module knows about statuses and error bodies
+(`error_handlers` answers them with these bodies). Two bodies:
 the spec's envelope, and OpenAI's error shape for the OpenAI-compatible API under /v1, so
 that OpenAI's SDKs raise the error classes their users already handle.
 """
@@ -10,13 +11,6 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from typing import Any, ClassVar
-
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import Response
-from fastapi.routing import iter_route_contexts
-from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.routing import Match
 
 
 class ApiError(Exception):
@@ -176,17 +170,6 @@ def envelope_bytes(error: ApiError, request_id: str, path: str = "") -> bytes:
     return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-def error_response(request: Request, error: ApiError) -> Response:
-    request_id: str = request.scope["state"]["request_id"]
-    request.scope["state"]["error_code"] = error.code
-    return Response(
-        envelope_bytes(error, request_id, request.url.path),
-        status_code=error.status,
-        headers=error.headers,
-        media_type="application/json",
-    )
-
-
 def describe_errors(errors: Sequence[Any]) -> str:
     """One line naming each offending field, from pydantic's or FastAPI's error list."""
     parts = []
@@ -203,47 +186,3 @@ def first_field(errors: Sequence[Any]) -> str | None:
         if location:
             return ".".join(location)
     return None
-
-
-def _allowed_methods(request: Request) -> str:
-    """Every method a route answers at the request's path. Starlette's 405 names only the
-    first route that matches the path, and one path may have several (GET and DELETE of
-    /voices/{id} are declared by two routers)."""
-    scope = {**request.scope, "method": ""}  # no method matches: every route of the path
-    methods = {
-        method
-        for route in iter_route_contexts(request.app.routes)
-        if route.methods and route.matches(scope)[0] is not Match.NONE
-        for method in route.methods
-    }
-    return ", ".join(sorted(methods))
-
-
-def install_error_handlers(app: FastAPI) -> None:
-    async def on_api_error(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, ApiError)
-        return error_response(request, exc)
-
-    async def on_validation_error(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, RequestValidationError)
-        errors = exc.errors()
-        error = InvalidRequest(describe_errors(errors), param=first_field(errors))
-        return error_response(request, error)
-
-    async def on_http_error(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, StarletteHTTPException)
-        error_class = STATUS_ERRORS.get(exc.status_code, InvalidRequest)
-        if exc.status_code == 404:
-            message = f"No route {request.method} {request.url.path}."
-        elif exc.status_code == 400:  # Starlette's multipart parser says what was wrong
-            message = str(exc.detail)
-        else:
-            message = error_class.default_message
-        headers = dict(exc.headers or {})
-        if exc.status_code == 405:
-            headers["Allow"] = _allowed_methods(request)
-        return error_response(request, error_class(message, headers=headers))
-
-    app.add_exception_handler(ApiError, on_api_error)
-    app.add_exception_handler(RequestValidationError, on_validation_error)
-    app.add_exception_handler(StarletteHTTPException, on_http_error)

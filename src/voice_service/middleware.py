@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
 
-from sqlalchemy.exc import InterfaceError, OperationalError
-from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.datastructures import MutableHeaders
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -22,16 +19,10 @@ from voice_service.errors import (
     RequestTimeout,
     envelope_bytes,
 )
-from voice_service.ids import new_id
-from voice_service.requestlog.record import RequestRecord
-from voice_service.requestlog.repository import LogEntry
-from voice_service.requestlog.writer import RequestLogWriter
+from voice_service.ledger import Books, Ledger, log_failure
 from voice_service.vocabulary import megabytes
 
 logger = logging.getLogger(__name__)
-
-# What an unreachable or silent database or Redis raises (sockets, timeouts, the pool).
-OUTAGES = (OSError, TimeoutError, OperationalError, InterfaceError, PoolTimeout)
 
 # Set in a request's scope state by the server protocol (voice_service.server) when the
 # bytes after the headers are not valid HTTP framing (a bad chunk size): the request is
@@ -39,60 +30,34 @@ OUTAGES = (OSError, TimeoutError, OperationalError, InterfaceError, PoolTimeout)
 MALFORMED_BODY = "malformed_body"
 
 
-async def record_request(
-    request_log: RequestLogWriter, entry: LogEntry, key_prefix: str | None = None
-) -> None:
-    """Log the request's one line, count it, and make its row durable (in the database, or
-    the spool while the database cannot take it); a row that fits neither costs only itself."""
-    request_log.announce(entry, key_prefix)
-    try:
-        await request_log.write(entry)
-    except Exception:
-        # The caller still gets its answer; the operator gets the failure in the logs.
-        logger.exception("could not write request log row %s", entry.request_id)
-
-
-def log_failure(request_id: str, exc: Exception) -> None:
-    """A request's unexpected failure, from within an `except` block: one line for an
-    outage (not a traceback per request), the traceback for anything else."""
-    if isinstance(exc, OUTAGES):
-        logger.error("request %s failed: a backing service is unavailable: %r", request_id, exc)
-    else:
-        logger.exception("unhandled error in request %s", request_id)
-
-
 class RequestContextMiddleware:
-    """Gives every request a server-made id, answers unhandled failures with the 500
-    envelope, and writes the request-log row before the response starts, so a client that
-    has its answer can already find the row."""
+    """Opens every request's ledger (its server-made id and its one log row), answers
+    unhandled failures with the 500 envelope, and has the row written before the response
+    starts, so a client that has its answer can already find it."""
 
-    def __init__(self, app: ASGIApp, request_log: RequestLogWriter) -> None:
+    def __init__(self, app: ASGIApp, books: Books) -> None:
         self.app = app
-        self.request_log = request_log
+        self.books = books
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        request_id = new_id("req")
-        record = RequestRecord(request_id, scope["method"], scope["path"])
-        state: dict[str, Any] = scope.setdefault("state", {})
-        state["request_id"] = request_id
-        state["record"] = record
+        ledger = Ledger(self.books, scope["method"], scope["path"])
+        ledger.attach(scope)
         response_started = False
-        presence = ClientPresence(receive, record.client_gone)
+        presence = ClientPresence(receive, ledger.client_gone)
 
         async def send_with_context(message: Message) -> None:
             nonlocal response_started
             if message["type"] == "http.response.start":
                 response_started = True
                 headers = MutableHeaders(scope=message)
-                headers["X-Request-ID"] = request_id
-                quota = state.get("quota")
-                if quota is not None:
-                    for name, value in quota.headers().items():
+                headers["X-Request-ID"] = ledger.request_id
+                if ledger.quota is not None:
+                    for name, value in ledger.quota.headers().items():
                         headers.setdefault(name, value)
-                await self._log(state, message["status"])
+                await ledger.answered(message["status"])
             await send(message)
 
         try:
@@ -101,26 +66,18 @@ class RequestContextMiddleware:
             # The client hung up while sending its body: its doing, not a failure here, so
             # no traceback; the row says so, and nothing was billed (no work was done).
             if not response_started:
-                state["error_code"] = ClientClosedRequest.code
-                await self._log(state, ClientClosedRequest.status)
+                await ledger.refused(ClientClosedRequest())
         except Exception as exc:
-            log_failure(request_id, exc)
+            log_failure(ledger.request_id, exc)
             if response_started:
                 raise
-            if record.written:
-                logger.error("request %s failed after its success was committed", request_id)
-            state["error_code"] = InternalError.code
-            await send_json_error(send_with_context, InternalError(), request_id, scope["path"])
+            if ledger.settled:
+                logger.error("request %s failed after its success was committed", ledger.request_id)
+            error = InternalError()
+            ledger.failed(error.code)
+            await send_json_error(send_with_context, error, ledger.request_id, scope["path"])
         finally:
             presence.stop()
-
-    async def _log(self, state: dict[str, Any], status: int) -> None:
-        record: RequestRecord = state["record"]
-        if record.written or record.streamed:  # committed with its success, or by the stream
-            return
-        principal = state.get("principal")
-        entry = record.entry(status, principal, state.get("error_code"))
-        await record_request(self.request_log, entry, principal.key_prefix if principal else None)
 
 
 class ClientPresence:
@@ -198,9 +155,9 @@ class RequestBodyMiddleware:
             return
         declared = _content_length(scope)
         if declared is not None and declared > self.max_bytes:
-            scope["state"]["error_code"] = PayloadTooLarge.code
-            request_id = scope["state"]["request_id"]
-            await send_json_error(send, self._too_large(), request_id, scope["path"])
+            ledger = Ledger.of(scope)
+            ledger.failed(PayloadTooLarge.code)
+            await send_json_error(send, self._too_large(), ledger.request_id, scope["path"])
             return
         received = 0
         body_done = False

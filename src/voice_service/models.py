@@ -159,6 +159,7 @@ class UsageRecord(Base):
     key_id: Mapped[str] = mapped_column(ForeignKey("api_keys.id"))
     endpoint: Mapped[str] = mapped_column(String(40))
     units: Mapped[int] = mapped_column(Integer)
+    voice_id: Mapped[str | None] = mapped_column(String(40))  # the voice that spoke, if any
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 

@@ -35,11 +35,8 @@ from voice_service.errors import (
     RequestTimeout,
     envelope_bytes,
 )
-from voice_service.ids import new_id
-from voice_service.middleware import MALFORMED_BODY, record_request
-from voice_service.requestlog.record import MAX_LOGGED_PATH
-from voice_service.requestlog.repository import LogEntry
-from voice_service.requestlog.writer import RequestLogWriter
+from voice_service.ledger import MAX_LOGGED_PATH, Books, Ledger
+from voice_service.middleware import MALFORMED_BODY
 
 logger = logging.getLogger(__name__)
 
@@ -51,12 +48,12 @@ SEND_BUFFER_BYTES = 128 * 1024  # per connection; Linux doubles it for its own b
 
 @dataclass(slots=True)
 class ConnectionPolicy:
-    """Per process: the limits from settings, the request-log writer, refusal counts."""
+    """Per process: the limits from settings, the books requests go into, refusal counts."""
 
     header_timeout: float
     send_timeout: float  # a client taking no byte of its answer this long is cut off
     max_connections: int  # per node; shared evenly among the worker processes
-    request_log: RequestLogWriter
+    books: Books
     _refused: int = field(default=0, init=False)
     _last_warning: float = field(default=-math.inf, init=False)
 
@@ -264,24 +261,15 @@ class HttpProtocol(HttpToolsProtocol):
         self._ignoring_input = True
         self._disarm_header_timer()
         method, path = self._request_line()
-        request_id = new_id("req")
-        entry = LogEntry(
-            request_id=request_id,
-            org_id=None,
-            key_id=None,
-            method=method,
-            path=path,
-            status=error.status,
-            error_code=error.code,
-            duration_ms=round((self.loop.time() - self._started_at) * 1000),
-        )
-        response = _raw_response(error, request_id, path, self.server_state.default_headers)
-        task = self.loop.create_task(self._log_then_answer(entry, response))
+        # The loop's clock is time.monotonic, the ledger's.
+        ledger = Ledger(self._policy.books, method, path, started=self._started_at)
+        response = _raw_response(error, ledger.request_id, path, self.server_state.default_headers)
+        task = self.loop.create_task(self._log_then_answer(ledger, error, response))
         self.tasks.add(task)  # so that a graceful shutdown waits for the row
         task.add_done_callback(self.tasks.discard)
 
-    async def _log_then_answer(self, entry: LogEntry, response: bytes) -> None:
-        await record_request(self._policy.request_log, entry)
+    async def _log_then_answer(self, ledger: Ledger, error: ApiError, response: bytes) -> None:
+        await ledger.refused(error)
         self._pending_answer = response
         self._flush_answer()
 

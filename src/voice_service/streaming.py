@@ -1,10 +1,9 @@
 """Responses whose body is made while it is sent, logged and billed when they end.
 
 A stream's 200 goes out before its body exists, so its request-log row cannot be written
-when the response starts (the middleware's rule): it is written when the stream ends,
-saying what happened. A stream whose last byte reached the server commits its usage row and
-its log row together; one that broke off or whose client left is logged with the failure's
-status, its error code and the bytes sent, and billed nothing.
+when the response starts (the middleware's rule): the stream tells its ledger how it ended
+(`Ledger.stream_ended`): billed when its last byte reached the server; else logged with the
+failure's status, its error code and the bytes sent, and billed nothing.
 """
 
 from __future__ import annotations
@@ -12,18 +11,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from voice_service.auth.principal import Principal
-from voice_service.context import AppContext
 from voice_service.errors import ApiError, ClientClosedRequest, InternalError
-from voice_service.middleware import log_failure, record_request
-from voice_service.requestlog.record import RequestRecord
-from voice_service.usage.billing import bill_success
+from voice_service.ledger import Charge, Ledger
 
 logger = logging.getLogger(__name__)
 
@@ -51,40 +46,31 @@ async def _prepend(first: bytes, rest: AsyncGenerator[bytes, None]) -> AsyncGene
         await rest.aclose()
 
 
-@dataclass(frozen=True, slots=True)
-class Billing:
-    """Who pays for a stream, for what, and how many units once it has all been sent."""
-
-    context: AppContext
-    principal: Principal
-    endpoint: str
-    units: Callable[[], int]  # asked when the stream has ended (a transcript's seconds)
-
-
 class MeteredStream(Response):
     """A response that sends `body` as it is made (chunked transfer), stops making it when
-    the client leaves, and writes the request's log row (and usage, if it all went out)
-    when it ends."""
+    the client leaves, and tells the request's ledger how it ended: `charge` is billed if
+    all of it went out."""
 
     def __init__(
         self,
         body: AsyncGenerator[bytes, None],
         *,
         media_type: str,
-        billing: Billing,
+        ledger: Ledger,
+        charge: Charge,
         headers: dict[str, str] | None = None,
     ) -> None:
         self.chunks = body
-        self.billing = billing
+        self.ledger = ledger
+        self.charge = charge
         self.status_code = 200
         self.media_type = media_type
         self.background = None
         self.init_headers(headers)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        state = scope["state"]
-        record: RequestRecord = state["record"]
-        record.streamed = True
+        ledger = self.ledger
+        ledger.stream_starting()
         sent = _Counter()
         outcome: ApiError | None
         try:
@@ -93,36 +79,16 @@ class MeteredStream(Response):
             await self.chunks.aclose()
             outcome = ClientClosedRequest()
         else:
-            outcome = await self._send_body(send, record, sent)
-        if outcome is None:
-            billing = self.billing
-            try:
-                await bill_success(
-                    billing.context,
-                    record,
-                    billing.principal,
-                    billing.endpoint,
-                    billing.units(),
-                    bytes_sent=sent.bytes,
-                )
-                return
-            except Exception as exc:
-                # Everything was delivered, but neither row exists: log the failure instead.
-                log_failure(record.request_id, exc)
-                outcome = InternalError()
-        state["error_code"] = outcome.code
-        entry = record.entry(outcome.status, self.billing.principal, outcome.code, sent.bytes)
-        key_prefix = self.billing.principal.key_prefix
-        await record_request(self.billing.context.request_log, entry, key_prefix)
+            outcome = await self._send_body(send, sent)
+        await ledger.stream_ended(self.charge, outcome, sent.bytes)
         # Returning without the final empty chunk makes the server close the connection, so
         # the client sees a cut-off body rather than a complete, shorter one.
 
-    async def _send_body(
-        self, send: Send, record: RequestRecord, sent: _Counter
-    ) -> ApiError | None:
+    async def _send_body(self, send: Send, sent: _Counter) -> ApiError | None:
         """None when the whole body went out; else why it did not."""
-        sender = asyncio.ensure_future(self._send_chunks(send, sent, record.request_id))
-        watcher = asyncio.ensure_future(record.client_gone.wait())
+        ledger = self.ledger
+        sender = asyncio.ensure_future(self._send_chunks(send, sent, ledger.request_id))
+        watcher = asyncio.ensure_future(ledger.client_gone.wait())
         try:
             done, _ = await asyncio.wait({sender, watcher}, return_when=asyncio.FIRST_COMPLETED)
         finally:

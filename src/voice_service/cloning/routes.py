@@ -13,7 +13,7 @@ from voice_service.cloning.schemas import (
     DeletedVoice,
 )
 from voice_service.cloning.service import clone_voice, delete_voice, validate_clone_fields
-from voice_service.deps import Authenticated, Context, require_service
+from voice_service.deps import Authenticated, Context, RequestLedger, require_service
 from voice_service.schemas import error_responses, multipart_request_body
 from voice_service.uploads import receive_audio_upload
 from voice_service.vocabulary import Service
@@ -53,15 +53,14 @@ _CLONE_BODY = multipart_request_body(
 async def create_clone(
     request: Request,
     context: Context,
+    ledger: RequestLedger,
     principal: Annotated[Principal, Depends(require_service(Service.CLONING))],
 ) -> ClonedVoice:
     async with receive_audio_upload(
         request, context.settings.max_upload_bytes, context.uploads_dir
     ) as upload:
         clone_request = validate_clone_fields(upload.fields)
-        voice = await clone_voice(
-            context, principal, request.state.record, clone_request, upload.path
-        )
+        voice = await clone_voice(context, principal, ledger, clone_request, upload.path)
     return ClonedVoice(voice=Voice.of(voice))
 
 

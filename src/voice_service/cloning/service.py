@@ -23,13 +23,12 @@ from voice_service.engines.plugins import CLONER, DECODER
 from voice_service.engines.protocols import EngineError, Pcm, UnusableSample, VoiceCloner
 from voice_service.errors import InvalidRequest, NotFound, ProviderError, VoiceNotFound
 from voice_service.ids import new_id
+from voice_service.ledger import Charge, Ledger
 from voice_service.models import Voice, utcnow
 from voice_service.providers.provider import Provider
 from voice_service.providers.table import voice_key
 from voice_service.providers.wire import UPLOAD_NAMES, AudioFile
-from voice_service.requestlog.record import RequestRecord
 from voice_service.uploads import audio_errors_as_api_errors
-from voice_service.usage.billing import billed_success
 from voice_service.vocabulary import Capability, UsageEndpoint
 from voice_service.voices.repository import CLONED, PROVIDER, get_visible
 from voice_service.waiting import unless_set
@@ -80,7 +79,7 @@ def clone_request(name: str, description: str | None, consent: str) -> CloneRequ
 async def clone_voice(
     context: AppContext,
     principal: Principal,
-    record: RequestRecord,
+    ledger: Ledger,
     request: CloneRequest,
     sample: Path,
 ) -> Voice:
@@ -93,7 +92,7 @@ async def clone_voice(
 
     provider = context.providers.cloner()
     if provider is not None:
-        return await _clone_at_provider(context, provider, principal, record, request, sample)
+        return await _clone_at_provider(context, provider, principal, ledger, request, sample)
     assert context.engines is not None
     cloner = context.engines.cloner
     if cloner is None:
@@ -101,11 +100,11 @@ async def clone_voice(
             "This node cannot clone voices: the engine of the clones' base voice "
             "is not among VOICE_SERVICE_TTS_ENGINES."
         )
-    analysed = await _analyse(context, cloner, record, sample)
+    analysed = await _analyse(context, cloner, ledger, sample)
     return await _record_clone(
         context,
         principal,
-        record,
+        ledger,
         request,
         sample,
         engine_voice=cloner.base_voice,
@@ -117,7 +116,7 @@ async def clone_voice(
 async def _record_clone(
     context: AppContext,
     principal: Principal,
-    record: RequestRecord,
+    ledger: Ledger,
     request: CloneRequest,
     sample: Path,
     *,
@@ -132,7 +131,7 @@ async def _record_clone(
     # The store fails as a 502 and commits nothing; see cloning/samples.py for the order.
     async with (
         context.samples.saving(principal.org_id, voice_id, sample) as save_sample,
-        billed_success(context, record, principal, UsageEndpoint.CLONE, 1, status=201) as session,
+        ledger.billed(Charge(UsageEndpoint.CLONE, 1, voice_id), status=201) as session,
     ):
         limit = await repository.lock_org_clone_limit(session, principal.org_id)
         live = await repository.count_live_clones(session, principal.org_id)
@@ -160,22 +159,22 @@ async def _clone_at_provider(
     context: AppContext,
     provider: Provider,
     principal: Principal,
-    record: RequestRecord,
+    ledger: Ledger,
     request: CloneRequest,
     sample: Path,
 ) -> Voice:
     """An instant clone made at `provider`: added there first (a sample it refuses creates
     nothing here), then recorded here; if that fails, deleted there again."""
-    job = Job(Capability.CLONING, DECODER, abandoned=record.client_gone)
+    job = Job(Capability.CLONING, DECODER, abandoned=ledger.client_gone)
     with audio_errors_as_api_errors("sample"):
         upload, sha256 = await context.pool.run(job, _sample_for_provider, sample)
     added = provider.add_voice(request.name, request.description, upload)
-    remote_id = await unless_set(record.client_gone, added)
+    remote_id = await unless_set(ledger.client_gone, added)
     try:
         voice = await _record_clone(
             context,
             principal,
-            record,
+            ledger,
             request,
             sample,
             engine_voice=voice_key(provider.name, remote_id),
@@ -204,16 +203,16 @@ def _check_limit(live: int, org_limit: int | None, default_limit: int) -> None:
 
 
 async def _analyse(
-    context: AppContext, cloner: VoiceCloner, record: RequestRecord, sample: Path
+    context: AppContext, cloner: VoiceCloner, ledger: Ledger, sample: Path
 ) -> AnalysedSample:
-    job = Job(Capability.CLONING, CLONER, abandoned=record.client_gone)
+    job = Job(Capability.CLONING, CLONER, abandoned=ledger.client_gone)
     try:
         with audio_errors_as_api_errors("sample"):
             return await context.pool.run(job, _analyse_file, cloner, sample)
     except UnusableSample as exc:
         raise InvalidRequest(f"file: no usable speech in the sample: {exc}.") from None
     except EngineError as exc:
-        logger.error("sample analysis failed for %s: %r", record.request_id, exc)
+        logger.error("sample analysis failed for %s: %r", ledger.request_id, exc)
         raise ProviderError() from exc
 
 

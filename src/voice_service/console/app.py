@@ -12,7 +12,9 @@ from voice_service.console.auth import PageNotFound, SignInRequired
 from voice_service.console.pages import CONSOLE_PREFIX, redirect, render
 from voice_service.console.previews import Previews
 from voice_service.console.security import CsrfRefused
-from voice_service.errors import ApiError, error_response
+from voice_service.error_handlers import error_response
+from voice_service.errors import ApiError
+from voice_service.ledger import Ledger
 
 STATIC_DIR = Path(__file__).parent / "static"
 
@@ -34,7 +36,7 @@ def install_console(app: FastAPI) -> None:
         return _error_page(request, 404, "Page not found", "There is nothing here.")
 
     async def on_csrf(request: Request, _exc: Exception) -> Response:
-        request.state.error_code = "CSRF_REFUSED"
+        Ledger.of(request).failed("CSRF_REFUSED")
         return _error_page(
             request,
             403,
@@ -49,7 +51,7 @@ def install_console(app: FastAPI) -> None:
         wants_json = "application/json" in request.headers.get("accept", "")
         if not request.url.path.startswith(f"{CONSOLE_PREFIX}/") or wants_json:
             return error_response(request, exc)
-        request.state.error_code = exc.code  # for the request log
+        Ledger.of(request).failed(exc.code)  # for the request log
         page = _error_page(request, exc.status, "Something went wrong", exc.message)
         page.headers.update(exc.headers)  # Retry-After of a 429, among others
         return page

@@ -8,8 +8,8 @@ import asyncio
 from collections import OrderedDict
 
 from voice_service.context import AppContext
+from voice_service.ledger import Ledger
 from voice_service.models import Voice
-from voice_service.requestlog.record import RequestRecord
 from voice_service.speech.service import speak
 
 MAX_CACHED = 64
@@ -36,11 +36,11 @@ class Previews:
         self._audio: OrderedDict[str, bytes] = OrderedDict()
         self._lock = asyncio.Lock()
 
-    async def get(self, context: AppContext, voice: Voice, record: RequestRecord) -> bytes:
+    async def get(self, context: AppContext, voice: Voice, ledger: Ledger) -> bytes:
         async with self._lock:  # one synthesis at a time: previews never crowd the pool
             audio = self._audio.get(voice.id)
             if audio is None:
-                audio = await speak(context, voice, preview_text(voice.language), record)
+                audio = await speak(context, voice, preview_text(voice.language), ledger)
                 self._audio[voice.id] = audio
                 if len(self._audio) > MAX_CACHED:
                     self._audio.popitem(last=False)

@@ -25,6 +25,7 @@ from voice_service.console.sessions import SignedIn
 from voice_service.db import transaction
 from voice_service.deps import Context
 from voice_service.errors import ApiError, InvalidRequest, describe_errors
+from voice_service.ledger import Ledger
 from voice_service.models import Organization
 from voice_service.speech.schemas import MAX_TEXT_LENGTH, SpeechRequest
 from voice_service.speech.service import synthesize_speech
@@ -106,7 +107,7 @@ async def preview(
         voice = await get_visible(session, org.id, voice_id)
     if voice is None:
         raise PageNotFound()
-    audio = await previews.get(context, voice, request.state.record)
+    audio = await previews.get(context, voice, Ledger.of(request))
     return Response(audio, media_type="audio/mpeg", headers={"Cache-Control": "private"})
 
 
@@ -122,7 +123,7 @@ async def try_it(
         body = SpeechRequest(text=str(form.get("text", "")), voice_id=str(form.get("voice_id", "")))
     except ValidationError as exc:
         raise InvalidRequest(describe_errors(exc.errors())) from None
-    audio = await synthesize_speech(context, principal, request.state.record, body)
+    audio = await synthesize_speech(context, principal, Ledger.of(request), body)
     return Response(audio, media_type="audio/mpeg")
 
 
@@ -139,9 +140,9 @@ async def clone_action(
             check_csrf(request, user.csrf_token, fields.get("csrf_token"))
             clone = _clone_request(fields)
             principal = await act_for_org(request, context, org, Service.CLONING)
-            voice = await clone_voice(context, principal, request.state.record, clone, upload.path)
+            voice = await clone_voice(context, principal, Ledger.of(request), clone, upload.path)
     except ApiError as exc:
-        request.state.error_code = exc.code
+        Ledger.of(request).failed(exc.code)
         form = {k: fields.get(k, "") for k in ("name", "description")}
         return await _voices_page(
             request, context, user, org, status=exc.status, error=exc.message, form=form

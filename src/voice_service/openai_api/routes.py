@@ -15,9 +15,10 @@ from fastapi import APIRouter, Depends, Request, Response
 from voice_service.audio.encode import FORMATS
 from voice_service.audio.formats import OPENAI_AUDIO
 from voice_service.auth.principal import Principal
-from voice_service.deps import Authenticated, Context, require_service
+from voice_service.deps import Authenticated, Context, RequestLedger, require_service
 from voice_service.engines.protocols import TranscribeOptions
 from voice_service.errors import ApiError, InvalidRequest, NotFound
+from voice_service.ledger import Ledger
 from voice_service.openai_api import transcripts
 from voice_service.openai_api.schemas import (
     STT_MODELS,
@@ -28,19 +29,18 @@ from voice_service.openai_api.schemas import (
     TranscriptFormat,
 )
 from voice_service.openai_api.voices import voice_id_for
-from voice_service.requestlog.record import RequestRecord
 from voice_service.schemas import parse_json
-from voice_service.speech.service import speech_chunks
-from voice_service.streaming import Billing, MeteredStream, started
+from voice_service.speech.service import speech_charge, speech_chunks
+from voice_service.streaming import MeteredStream, started
 from voice_service.transcription.service import (
     AudioInfo,
     TimedTranscript,
     TranscriptPart,
-    billed_seconds,
     known_languages,
     parse_language,
     transcribe_upload,
     transcript_parts,
+    transcription_charge,
 )
 from voice_service.uploads import AudioPolicy, Upload, receive_audio_upload
 from voice_service.vocabulary import Service, UsageEndpoint
@@ -68,6 +68,7 @@ OPENAI_POLICY = AudioPolicy(OPENAI_AUDIO, _invalid_file_format)
 async def speech(
     request: Request,
     context: Context,
+    ledger: RequestLedger,
     principal: Annotated[Principal, Depends(require_service(Service.TEXT_TO_SPEECH))],
 ) -> MeteredStream:
     body = await parse_json(request, SpeechBody)
@@ -79,17 +80,17 @@ async def speech(
         context,
         voice,
         body.input,
-        request.state.record,
+        ledger,
         fmt,
         streaming=True,
         speed=body.speed,
     )
-    units = len(body.input)
-    billing = Billing(context, principal, UsageEndpoint.TEXT_TO_SPEECH, lambda: units)
+    charge = speech_charge(voice, body.input)
     if body.stream_format == "sse":
-        events = _speech_events(await started(chunks), units)
-        return MeteredStream(events, media_type=SSE, billing=billing)
-    return MeteredStream(await started(chunks), media_type=FORMATS[fmt].media_type, billing=billing)
+        events = _speech_events(await started(chunks), charge.units)
+        return MeteredStream(events, media_type=SSE, ledger=ledger, charge=charge)
+    media_type = FORMATS[fmt].media_type
+    return MeteredStream(await started(chunks), media_type=media_type, ledger=ledger, charge=charge)
 
 
 async def _speech_events(
@@ -107,26 +108,25 @@ async def _speech_events(
 async def transcriptions(
     request: Request,
     context: Context,
-    principal: Annotated[Principal, Depends(require_service(Service.SPEECH_TO_TEXT))],
+    ledger: RequestLedger,
+    _: Annotated[Principal, Depends(require_service(Service.SPEECH_TO_TEXT))],
 ) -> Response:
-    return await _transcribe(
-        request, context, principal, "transcribe", UsageEndpoint.SPEECH_TO_TEXT
-    )
+    return await _transcribe(request, context, ledger, "transcribe", UsageEndpoint.SPEECH_TO_TEXT)
 
 
 @router.post("/audio/translations")
 async def translations(
     request: Request,
     context: Context,
-    principal: Annotated[Principal, Depends(require_service(Service.SPEECH_TO_TEXT))],
+    ledger: RequestLedger,
+    _: Annotated[Principal, Depends(require_service(Service.SPEECH_TO_TEXT))],
 ) -> Response:
-    return await _transcribe(request, context, principal, "translate", UsageEndpoint.TRANSLATION)
+    return await _transcribe(request, context, ledger, "translate", UsageEndpoint.TRANSLATION)
 
 
 async def _transcribe(
-    request: Request, context: Context, principal: Principal, task: Task, endpoint: str
+    request: Request, context: Context, ledger: Ledger, task: Task, endpoint: str
 ) -> Response:
-    record: RequestRecord = request.state.record
     async with receive_audio_upload(
         request, context.settings.max_upload_bytes, context.uploads_dir
     ) as upload:
@@ -135,16 +135,17 @@ async def _transcribe(
             # The first part comes once the file is decoded (into memory, bounded by
             # MAX_AUDIO_SECONDS), so the upload can go when this block ends; a file that
             # does not decode is answered with its own status here.
-            parts = transcript_parts(context, record, upload.path, form.options, OPENAI_POLICY)
+            parts = transcript_parts(context, ledger, upload.path, form.options, OPENAI_POLICY)
             info = await anext(parts)
             assert isinstance(info, AudioInfo)
             return MeteredStream(
                 _transcript_events(parts, info),
                 media_type=SSE,
-                billing=Billing(context, principal, endpoint, lambda: billed_seconds(info)),
+                ledger=ledger,
+                charge=transcription_charge(endpoint, info),
             )
         transcript = await transcribe_upload(
-            context, principal, record, endpoint, upload.path, form.options, OPENAI_POLICY
+            context, ledger, endpoint, upload.path, form.options, OPENAI_POLICY
         )
     body, media_type = transcripts.render(
         transcript,

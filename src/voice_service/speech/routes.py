@@ -6,12 +6,12 @@ from fastapi import APIRouter, Depends, Request, Response
 
 from voice_service.audio.encode import FORMATS, OutputFormat
 from voice_service.auth.principal import Principal
-from voice_service.deps import Context, require_service
+from voice_service.deps import Context, RequestLedger, require_service
 from voice_service.schemas import error_responses, json_request_body, parse_json
 from voice_service.speech.schemas import SpeechRequest
-from voice_service.speech.service import speech_chunks, synthesize_speech
-from voice_service.streaming import Billing, MeteredStream, started
-from voice_service.vocabulary import Service, UsageEndpoint
+from voice_service.speech.service import speech_charge, speech_chunks, synthesize_speech
+from voice_service.streaming import MeteredStream, started
+from voice_service.vocabulary import Service
 from voice_service.voices.service import find_voice
 
 router = APIRouter(tags=["speech"])
@@ -32,10 +32,11 @@ _MP3 = {"audio/mpeg": {"schema": {"type": "string", "format": "binary"}}}
 async def text_to_speech(
     request: Request,
     context: Context,
+    ledger: RequestLedger,
     principal: Annotated[Principal, Depends(require_service(Service.TEXT_TO_SPEECH))],
 ) -> Response:
     body = await parse_json(request, SpeechRequest)
-    audio = await synthesize_speech(context, principal, request.state.record, body)
+    audio = await synthesize_speech(context, principal, ledger, body)
     return Response(audio, media_type="audio/mpeg")
 
 
@@ -58,16 +59,15 @@ async def text_to_speech(
 async def text_to_speech_stream(
     request: Request,
     context: Context,
+    ledger: RequestLedger,
     principal: Annotated[Principal, Depends(require_service(Service.TEXT_TO_SPEECH))],
 ) -> MeteredStream:
     body = await parse_json(request, SpeechRequest)
     voice = await find_voice(context, principal, body.voice_id)
-    chunks = speech_chunks(
-        context, voice, body.text, request.state.record, OutputFormat.MP3, streaming=True
-    )
-    units = len(body.text)
+    chunks = speech_chunks(context, voice, body.text, ledger, OutputFormat.MP3, streaming=True)
     return MeteredStream(
         await started(chunks),
         media_type=FORMATS[OutputFormat.MP3].media_type,
-        billing=Billing(context, principal, UsageEndpoint.TEXT_TO_SPEECH, lambda: units),
+        ledger=ledger,
+        charge=speech_charge(voice, body.text),
     )

@@ -22,10 +22,9 @@ from voice_service.engines.deadline import InferenceBudget
 from voice_service.engines.protocols import EngineError, UnknownVoice
 from voice_service.engines.registry import Engines
 from voice_service.errors import NotFound, ProviderError
+from voice_service.ledger import Charge, Ledger
 from voice_service.models import Voice
-from voice_service.requestlog.record import RequestRecord
 from voice_service.speech.schemas import SpeechRequest
-from voice_service.usage.billing import bill_success
 from voice_service.vocabulary import Capability, UsageEndpoint
 from voice_service.voices.service import find_voice
 
@@ -35,19 +34,24 @@ logger = logging.getLogger(__name__)
 SLOWEST_SPEECH = 5.0
 
 
+def speech_charge(voice: Voice, text: str) -> Charge:
+    """What speaking `text` costs, however it is delivered: one unit per character."""
+    return Charge(UsageEndpoint.TEXT_TO_SPEECH, len(text), voice.id)
+
+
 async def synthesize_speech(
-    context: AppContext, principal: Principal, record: RequestRecord, body: SpeechRequest
+    context: AppContext, principal: Principal, ledger: Ledger, body: SpeechRequest
 ) -> bytes:
     """The native /text-to-speech: one MP3 file, billed once it is made."""
     voice = await find_voice(context, principal, body.voice_id)
-    audio = await speak(context, voice, body.text, record)
-    await bill_success(context, record, principal, UsageEndpoint.TEXT_TO_SPEECH, len(body.text))
+    audio = await speak(context, voice, body.text, ledger)
+    await ledger.bill(speech_charge(voice, body.text))
     return audio
 
 
-async def speak(context: AppContext, voice: Voice, text: str, record: RequestRecord) -> bytes:
+async def speak(context: AppContext, voice: Voice, text: str, ledger: Ledger) -> bytes:
     """One MP3 file of `voice` saying `text`; not billed (the caller bills)."""
-    chunks = speech_chunks(context, voice, text, record, OutputFormat.MP3, streaming=False)
+    chunks = speech_chunks(context, voice, text, ledger, OutputFormat.MP3, streaming=False)
     return b"".join([chunk async for chunk in chunks])
 
 
@@ -55,7 +59,7 @@ async def speech_chunks(
     context: AppContext,
     voice: Voice,
     text: str,
-    record: RequestRecord,
+    ledger: Ledger,
     fmt: OutputFormat,
     *,
     streaming: bool,
@@ -87,10 +91,10 @@ async def speech_chunks(
                 if chunk:
                     yield chunk
         return
-    request_id = record.request_id
+    request_id = ledger.request_id
     engine = Engines.speaker_name(voice.engine_voice, voice.profile)
     made = context.pool.stream(
-        Job(Capability.TEXT_TO_SPEECH, engine, abandoned=record.client_gone),
+        Job(Capability.TEXT_TO_SPEECH, engine, abandoned=ledger.client_gone),
         _encoded_chunks,
         context.engines,
         voice.engine_voice,

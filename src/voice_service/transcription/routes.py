@@ -6,8 +6,9 @@ from fastapi import APIRouter, Depends, Request
 
 from voice_service.audio.formats import NATIVE_AUDIO
 from voice_service.auth.principal import Principal
-from voice_service.deps import Context, require_service
+from voice_service.deps import Context, RequestLedger, require_service
 from voice_service.engines.protocols import TranscribeOptions
+from voice_service.ledger import Ledger
 from voice_service.schemas import error_responses, multipart_request_body
 from voice_service.transcription.schemas import Transcript
 from voice_service.transcription.service import (
@@ -39,7 +40,7 @@ _RESPONSES = error_responses(400, 413, 415, 502)
 
 
 async def _transcribe(
-    request: Request, context: Context, principal: Principal, endpoint: str
+    request: Request, context: Context, ledger: Ledger, endpoint: str
 ) -> Transcript:
     async with receive_audio_upload(
         request, context.settings.max_upload_bytes, context.uploads_dir
@@ -47,8 +48,7 @@ async def _transcribe(
         language = parse_language(upload.fields.get("language"), known_languages(context))
         transcript = await transcribe_upload(
             context,
-            principal,
-            request.state.record,
+            ledger,
             endpoint,
             upload.path,
             TranscribeOptions(language=language),
@@ -56,7 +56,7 @@ async def _transcribe(
     return Transcript(
         text=transcript.text,
         language=transcript.info.language,
-        request_id=request.state.request_id,
+        request_id=ledger.request_id,
     )
 
 
@@ -70,9 +70,10 @@ async def _transcribe(
 async def speech_to_text(
     request: Request,
     context: Context,
-    principal: Annotated[Principal, Depends(require_service(Service.SPEECH_TO_TEXT))],
+    ledger: RequestLedger,
+    _: Annotated[Principal, Depends(require_service(Service.SPEECH_TO_TEXT))],
 ) -> Transcript:
-    return await _transcribe(request, context, principal, UsageEndpoint.SPEECH_TO_TEXT)
+    return await _transcribe(request, context, ledger, UsageEndpoint.SPEECH_TO_TEXT)
 
 
 @router.post(
@@ -85,6 +86,7 @@ async def speech_to_text(
 async def asr(
     request: Request,
     context: Context,
-    principal: Annotated[Principal, Depends(require_service(Service.ASR))],
+    ledger: RequestLedger,
+    _: Annotated[Principal, Depends(require_service(Service.ASR))],
 ) -> Transcript:
-    return await _transcribe(request, context, principal, UsageEndpoint.ASR)
+    return await _transcribe(request, context, ledger, UsageEndpoint.ASR)

@@ -19,7 +19,6 @@ from pathlib import Path
 from voice_service.admission import Job
 from voice_service.audio.decode import decode_audio
 from voice_service.audio.formats import AcceptedAudio, identify_audio
-from voice_service.auth.principal import Principal
 from voice_service.context import AppContext
 from voice_service.engines.deadline import InferenceBudget
 from voice_service.engines.plugins import DECODER
@@ -30,11 +29,10 @@ from voice_service.engines.protocols import (
     TranscribeOptions,
 )
 from voice_service.errors import InvalidRequest, ProviderError
+from voice_service.ledger import Charge, Ledger
 from voice_service.providers.provider import Provider
 from voice_service.providers.wire import UPLOAD_NAMES, AudioFile
-from voice_service.requestlog.record import RequestRecord
 from voice_service.uploads import NATIVE_POLICY, AudioPolicy, audio_errors_as_api_errors
-from voice_service.usage.billing import bill_success
 from voice_service.vocabulary import Capability
 from voice_service.waiting import unless_set
 
@@ -86,8 +84,7 @@ def known_languages(context: AppContext) -> frozenset[str]:
 
 async def transcribe_upload(
     context: AppContext,
-    principal: Principal,
-    record: RequestRecord,
+    ledger: Ledger,
     endpoint: str,
     path: Path,
     options: TranscribeOptions,
@@ -95,7 +92,7 @@ async def transcribe_upload(
 ) -> TimedTranscript:
     """The whole transcript of the file at `path`, billed once it is made."""
     transcript: TimedTranscript | None = None
-    async with aclosing(transcript_parts(context, record, path, options, policy)) as parts:
+    async with aclosing(transcript_parts(context, ledger, path, options, policy)) as parts:
         async for part in parts:
             if isinstance(part, AudioInfo):
                 transcript = TimedTranscript(part)
@@ -103,13 +100,13 @@ async def transcribe_upload(
                 assert transcript is not None
                 transcript.segments.append(part)
     assert transcript is not None
-    await bill_success(context, record, principal, endpoint, billed_seconds(transcript.info))
+    await ledger.bill(transcription_charge(endpoint, transcript.info))
     return transcript
 
 
 async def transcript_parts(
     context: AppContext,
-    record: RequestRecord,
+    ledger: Ledger,
     path: Path,
     options: TranscribeOptions,
     policy: AudioPolicy = NATIVE_POLICY,
@@ -122,7 +119,7 @@ async def transcript_parts(
     transcriber = context.engines.transcriber
     provider = context.providers.transcriber(options.language, local=transcriber is not None)
     if provider is not None:
-        remote = _remote_transcript_parts(context, provider, record, path, options, policy)
+        remote = _remote_transcript_parts(context, provider, ledger, path, options, policy)
         async with aclosing(remote) as parts:
             async for part in parts:
                 yield part
@@ -136,7 +133,7 @@ async def transcript_parts(
         Job(
             Capability.SPEECH_TO_TEXT,
             context.engines.transcriber_name,
-            abandoned=record.client_gone,
+            abandoned=ledger.client_gone,
         ),
         _transcript_parts,
         transcriber,
@@ -156,27 +153,27 @@ async def transcript_parts(
                     yield part
         context.metrics.count_audio(Capability.SPEECH_TO_TEXT, seconds)  # all transcribed
     except EngineError as exc:
-        logger.error("transcription failed for %s: %r", record.request_id, exc)
+        logger.error("transcription failed for %s: %r", ledger.request_id, exc)
         raise ProviderError() from exc
 
 
 async def _remote_transcript_parts(
     context: AppContext,
     provider: Provider,
-    record: RequestRecord,
+    ledger: Ledger,
     path: Path,
     options: TranscribeOptions,
     policy: AudioPolicy,
 ) -> AsyncGenerator[TranscriptPart, None]:
     """The provider's transcript, as parts. The file is checked and decoded here first: the
     seconds billed are our decoder's, and a file we would refuse never leaves the node."""
-    job = Job(Capability.SPEECH_TO_TEXT, DECODER, abandoned=record.client_gone)
+    job = Job(Capability.SPEECH_TO_TEXT, DECODER, abandoned=ledger.client_gone)
     with audio_errors_as_api_errors("audio", policy):
         upload, duration = await context.pool.run(
             job, _upload_for_provider, path, policy.accepted, context.settings.max_audio_seconds
         )
     transcript = await unless_set(
-        record.client_gone, provider.transcribe(upload, options, float(duration))
+        ledger.client_gone, provider.transcribe(upload, options, float(duration))
     )
     context.metrics.count_audio(Capability.SPEECH_TO_TEXT, float(duration))
     yield AudioInfo(transcript.language or options.language, duration)
@@ -193,6 +190,11 @@ def _upload_for_provider(
     duration = decode_audio(path, max_seconds=max_seconds, fmt=fmt).duration_seconds
     name, media_type = UPLOAD_NAMES[fmt]
     return AudioFile(name, path.read_bytes(), media_type), duration
+
+
+def transcription_charge(endpoint: str, info: AudioInfo) -> Charge:
+    """What transcribing the audio costs: one unit per started second."""
+    return Charge(endpoint, billed_seconds(info))
 
 
 def billed_seconds(info: AudioInfo) -> int:

@@ -16,7 +16,12 @@ from voice_service.models import UsageRecord
 
 
 def record_usage(
-    session: AsyncSession, principal: Principal, request_id: str, endpoint: str, units: int
+    session: AsyncSession,
+    principal: Principal,
+    request_id: str,
+    endpoint: str,
+    units: int,
+    voice_id: str | None,
 ) -> None:
     """Add the record to the caller's transaction: it commits with the success or not at all."""
     session.add(
@@ -26,6 +31,7 @@ def record_usage(
             key_id=principal.key_id,
             endpoint=endpoint,
             units=units,
+            voice_id=voice_id,
         )
     )
 

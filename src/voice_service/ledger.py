@@ -1,0 +1,231 @@
+"""The request ledger: what one request leaves in the books, written once.
+
+Every request has exactly one request-log row; a billed success has exactly one usage row,
+committed in one transaction with its log row and whatever else the success makes (a
+clone's voice) before its answer starts (spec rules 2 and 3). A failure, a client that left
+and a stream cut off are logged with what happened and billed nothing.
+
+A `Ledger` is opened for each request by the middleware (or, for a request the app never
+saw, by the server protocol) and handed to handlers as a typed dependency. Whoever learns
+how the request ended tells it, once:
+
+- `billed(charge)`: a success's transaction; leaving it commits the usage row and the log
+  row with the success's own writes, or nothing (a client gone by then: 499, not billed);
+- `stream_ended(charge, outcome, bytes_sent)`: a streamed answer, billed if all of it went
+  out, else logged with why it did not;
+- `failed(error)`: an error answer is about to be sent; `answered(status)` then writes its
+  row as the response starts (the middleware calls it for every answer: it does nothing for
+  a request already settled or whose stream writes its own row).
+
+Services say what a success costs (`Charge`); routes and streams pass it on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from starlette.requests import HTTPConnection
+from starlette.types import Scope
+
+from voice_service.auth.principal import Principal
+from voice_service.db import transaction
+from voice_service.errors import ApiError, ClientClosedRequest, InternalError
+from voice_service.ids import new_id
+from voice_service.metrics.registry import Metrics
+from voice_service.ratelimit import Quota
+from voice_service.requestlog.repository import LogEntry, insert_entries
+from voice_service.requestlog.writer import RequestLogWriter
+from voice_service.usage.repository import record_usage
+
+logger = logging.getLogger(__name__)
+
+MAX_LOGGED_PATH = 2048  # the column's width: a longer path must not cost the row
+# What an unreachable or silent database or Redis raises (sockets, timeouts, the pool).
+OUTAGES = (OSError, TimeoutError, OperationalError, InterfaceError, PoolTimeout)
+_SCOPE_KEY = "ledger"
+
+
+@dataclass(frozen=True, slots=True)
+class Charge:
+    """What a success costs: `units` under `endpoint`, for `voice_id` when a voice spoke."""
+
+    endpoint: str
+    units: int
+    voice_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Books:
+    """Where the rows go: the database, the request-log writer, and the metrics that
+    count each row once it exists."""
+
+    sessions: async_sessionmaker[AsyncSession]
+    request_log: RequestLogWriter
+    metrics: Metrics
+
+
+class Ledger:
+    """One request's entry in the books. `client_gone` is set once its client has hung up
+    (known only after its request body has been read)."""
+
+    def __init__(
+        self,
+        books: Books,
+        method: str,
+        path: str,
+        *,
+        request_id: str | None = None,
+        started: float | None = None,
+    ) -> None:
+        """`started`: `time.monotonic()` when the request began (now, if not given)."""
+        self.books = books
+        self.request_id = request_id or new_id("req")
+        self.method = method
+        self.path = path[:MAX_LOGGED_PATH]
+        self.started = time.monotonic() if started is None else started
+        self.client_gone = asyncio.Event()
+        self.principal: Principal | None = None
+        self.quota: Quota | None = None  # the rate limit's state, for the response headers
+        self._error_code: str | None = None
+        self._settled = False  # its row is written (or being written)
+        self._streaming = False  # a stream writes its row when it ends
+
+    # --- carried with the request ---------------------------------------------------------
+
+    def attach(self, scope: Scope) -> None:
+        scope.setdefault("state", {})[_SCOPE_KEY] = self
+
+    @staticmethod
+    def of(connection: HTTPConnection | Scope) -> Ledger:
+        """The ledger the middleware opened for this request."""
+        scope = connection.scope if isinstance(connection, HTTPConnection) else connection
+        ledger = scope["state"][_SCOPE_KEY]
+        assert isinstance(ledger, Ledger)
+        return ledger
+
+    def admit(self, principal: Principal) -> None:
+        """From here on the request is the key's organization's: logged and billed as such."""
+        self.principal = principal
+
+    @property
+    def settled(self) -> bool:
+        """Its row is written (or being written)."""
+        return self._settled
+
+    # --- how the request ended ------------------------------------------------------------
+
+    def failed(self, code: str) -> None:
+        """The answer about to be sent is an error with this code (for its log row)."""
+        self._error_code = code
+
+    async def answered(self, status: int) -> None:
+        """The response starts with `status`: its row, unless one is already written or the
+        response is a stream (which writes its own when it ends)."""
+        if self._settled or self._streaming:
+            return
+        await self._log(status, self._error_code)
+
+    async def refused(self, error: ApiError) -> None:
+        """An answer made outside the handlers (the middleware's, the server's own)."""
+        self.failed(error.code)
+        await self.answered(error.status)
+
+    @asynccontextmanager
+    async def billed(self, charge: Charge, status: int = 200) -> AsyncIterator[AsyncSession]:
+        """A transaction for the success's own writes; on leaving it, they commit together
+        with the usage row and the log row, or nothing does. If the client has left by the
+        commit, `ClientClosedRequest` is raised instead and nothing commits."""
+        async with self._billing(charge, status, bytes_sent=None) as session:
+            yield session
+
+    async def bill(self, charge: Charge) -> None:
+        """Commit a success that writes nothing of its own."""
+        async with self.billed(charge):
+            pass
+
+    def stream_starting(self) -> None:
+        """The response is a stream: its row waits for `stream_ended`."""
+        self._streaming = True
+
+    async def stream_ended(self, charge: Charge, outcome: ApiError | None, bytes_sent: int) -> None:
+        """A stream handed `bytes_sent` to the server, all of its body if `outcome` is None
+        (billed; the client may have left after that), else why it stopped (not billed)."""
+        if outcome is None:
+            try:
+                async with self._billing(charge, 200, bytes_sent=bytes_sent):
+                    return
+            except Exception as exc:
+                # Everything was delivered, but neither row exists: log the failure instead.
+                log_failure(self.request_id, exc)
+                outcome = InternalError()
+        self._error_code = outcome.code
+        await self._log(outcome.status, outcome.code, bytes_sent)
+
+    # --- the rows -------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def _billing(
+        self, charge: Charge, status: int, bytes_sent: int | None
+    ) -> AsyncIterator[AsyncSession]:
+        principal = self.principal
+        assert principal is not None, "only an admitted request is billed"
+        books = self.books
+        async with transaction(books.sessions) as session:
+            yield session
+            if bytes_sent is None and self.client_gone.is_set():
+                raise ClientClosedRequest()
+            record_usage(
+                session, principal, self.request_id, charge.endpoint, charge.units, charge.voice_id
+            )
+            entry = self._entry(status, None, bytes_sent)
+            await insert_entries(session, [entry], books.request_log.keys_to_refresh([entry]))
+        self._settled = True
+        books.request_log.announce(entry, principal.key_prefix)
+        books.metrics.count_usage(charge.endpoint, charge.units, principal.org_id)
+
+    async def _log(
+        self, status: int, error_code: str | None, bytes_sent: int | None = None
+    ) -> None:
+        """The request's one line and row, durable (in the database, or the spool while the
+        database cannot take it); a row that fits neither costs only itself."""
+        self._settled = True
+        entry = self._entry(status, error_code, bytes_sent)
+        key_prefix = self.principal.key_prefix if self.principal else None
+        request_log = self.books.request_log
+        request_log.announce(entry, key_prefix)
+        try:
+            await request_log.write(entry)
+        except Exception:
+            # The caller still gets its answer; the operator gets the failure in the logs.
+            logger.exception("could not write request log row %s", self.request_id)
+
+    def _entry(self, status: int, error_code: str | None, bytes_sent: int | None) -> LogEntry:
+        principal = self.principal
+        return LogEntry(
+            request_id=self.request_id,
+            org_id=principal.org_id if principal else None,
+            key_id=principal.key_id if principal else None,
+            method=self.method,
+            path=self.path,
+            status=status,
+            error_code=error_code,
+            duration_ms=round((time.monotonic() - self.started) * 1000),
+            bytes_sent=bytes_sent,
+        )
+
+
+def log_failure(request_id: str, exc: Exception) -> None:
+    """A request's unexpected failure, from within an `except` block: one line for an
+    outage (not a traceback per request), the traceback for anything else."""
+    if isinstance(exc, OUTAGES):
+        logger.error("request %s failed: a backing service is unavailable: %r", request_id, exc)
+    else:
+        logger.exception("unhandled error in request %s", request_id)
