@@ -147,6 +147,46 @@ def test_keys_create_takes_a_rate_limit_in_ascii_digits(admin, rate_limit: str) 
     assert admin("keys", "list", org["id"]) == []
 
 
+def test_keys_create_with_scopes_and_a_monthly_cap(admin, admin_text) -> None:  # type: ignore[no-untyped-def]
+    org = admin("orgs", "create", "Acme")
+    key = admin(
+        "keys",
+        "create",
+        org["id"],
+        "--scopes",
+        "usage:read, text-to-speech",
+        "--monthly-units",
+        "500",
+    )
+    assert (key["scopes"], key["monthly_units"]) == (["text-to-speech", "usage:read"], 500)
+    everything = admin("keys", "create", org["id"], "--name", "ops")
+    assert (everything["scopes"], everything["monthly_units"]) == (None, None)
+    listed = {k["id"]: (k["scopes"], k["monthly_units"]) for k in admin("keys", "list", org["id"])}
+    assert listed == {key["id"]: (key["scopes"], 500), everything["id"]: (None, None)}
+    lines = admin_text("keys", "list", org["id"]).splitlines()
+    assert "text-to-speech,usage:read  500 units/month" in lines[0]
+    assert "all scopes  no cap  ops" in lines[1]
+
+
+@pytest.mark.parametrize("scopes", ["", "voices:delete", "asr,everything"])
+def test_keys_create_refuses_unknown_scopes(admin, scopes: str) -> None:  # type: ignore[no-untyped-def]
+    org = admin("orgs", "create", "Acme")
+    result = admin("keys", "create", org["id"], "--scopes", scopes, ok=False)
+    assert "--scopes" in result.stderr and "usage:read" in result.stderr
+    assert admin("keys", "list", org["id"]) == []
+
+
+def test_orgs_set_cap_and_show(admin, admin_text) -> None:  # type: ignore[no-untyped-def]
+    org = admin("orgs", "create", "Acme")
+    assert admin("orgs", "set-cap", org["id"], "--monthly-units", "10000")["monthly_units"] == 10000
+    assert admin("orgs", "show", org["id"])["monthly_units"] == 10000
+    assert "monthly cap      10000" in admin_text("orgs", "show", org["id"])
+    assert admin("orgs", "set-cap", org["id"], "--no-cap")["monthly_units"] is None
+    admin("orgs", "set-cap", org["id"], ok=False)  # one of the two, not neither
+    admin("orgs", "set-cap", org["id"], "--monthly-units", "5", "--no-cap", ok=False)
+    admin("orgs", "set-cap", "org_nope", "--no-cap", ok=False)
+
+
 @pytest.mark.parametrize(
     "args",
     [

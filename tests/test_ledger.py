@@ -4,7 +4,7 @@ tests/api; these drive the ledger itself against the real database)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,8 +20,9 @@ from voice_service.auth.principal import principal_for_key
 from voice_service.context import AppContext
 from voice_service.engines.registry import Engines
 from voice_service.errors import ClientClosedRequest, InvalidRequest, ProviderError
-from voice_service.ledger import Books, Charge, Ledger
+from voice_service.ledger import Books, Ledger
 from voice_service.models import RequestLogEntry, UsageRecord, Voice
+from voice_service.usage.charge import Charge
 
 pytestmark = pytest.mark.anyio
 
@@ -69,11 +70,16 @@ class Harness:
 
 
 @pytest.fixture
-async def app(tmp_path: Path, engines: Engines) -> AsyncIterator[tuple[FastAPI, Tenants]]:
-    # Its own database: the commit-failure tests add a trigger to it.
+def own_database(tmp_path: Path) -> Iterator[str]:
+    # Its own: the commit-failure test adds a trigger to it.
     with fresh_database(tmp_path) as url:
-        settings = make_settings(tmp_path, url)
-        yield create_app(settings, engines), Tenants(settings)
+        yield url
+
+
+@pytest.fixture
+def app(tmp_path: Path, own_database: str, engines: Engines) -> tuple[FastAPI, Tenants]:
+    settings = make_settings(tmp_path, own_database)
+    return create_app(settings, engines), Tenants(settings)
 
 
 @pytest.fixture

@@ -41,7 +41,7 @@ from voice_service.tenancy import users
 from voice_service.tenancy.rate_limits import parse_rate_limit
 from voice_service.usage.period import InvalidPeriod, parse_day, usage_period
 from voice_service.usage.repository import DailyUsage, daily_usage, totals
-from voice_service.vocabulary import Service
+from voice_service.vocabulary import Scope, Service
 
 T = TypeVar("T")
 
@@ -85,6 +85,15 @@ OrgId = Annotated[str, typer.Argument(metavar="ORG_ID")]
 AccountId = Annotated[str, typer.Argument(metavar="ACCOUNT_ID")]
 KeyId = Annotated[str, typer.Argument(metavar="KEY_ID")]
 UserId = Annotated[str, typer.Argument(metavar="USER_ID")]
+MAX_INT32 = 2**31 - 1
+MonthlyUnits = Annotated[
+    int | None,
+    typer.Option(
+        min=0,
+        max=MAX_INT32,  # the column's range on PostgreSQL
+        help="Billed units allowed per UTC calendar month (default: no cap).",
+    ),
+]
 
 
 def _run(work: Callable[[AsyncSession], Awaitable[T]], *, create: bool = False) -> T:
@@ -424,6 +433,22 @@ _status_commands(orgs_app, "org", "Organization")
 _status_commands(accounts_app, "account", "Account")
 
 
+@orgs_app.command("set-cap")
+def orgs_set_cap(
+    org_id: OrgId,
+    monthly_units: MonthlyUnits = None,
+    no_cap: Annotated[bool, typer.Option("--no-cap", help="Remove the cap.")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Cap an organization's billed units per UTC calendar month (429 past it)."""
+    if (monthly_units is None) == (not no_cap):
+        typer.echo("error: give --monthly-units N or --no-cap.", err=True)
+        raise typer.Exit(2)
+    _run(lambda s: tenancy.set_org_cap(s, org_id, monthly_units))
+    cap = "no cap" if monthly_units is None else f"a cap of {monthly_units} units a month"
+    _emit(as_json, {"id": org_id, "monthly_units": monthly_units}, f"{org_id} has {cap}")
+
+
 @orgs_app.command("list")
 def orgs_list(
     account: Annotated[str | None, typer.Option(help="Only this account's.")] = None,
@@ -440,7 +465,7 @@ def orgs_list(
 
 @orgs_app.command("show")
 def orgs_show(org_id: OrgId, as_json: JsonFlag = False) -> None:
-    """One organization: its account, clone limit, status and disabled services."""
+    """One organization: its account, clone limit, unit cap, status and disabled services."""
     org, account = _run(lambda s: tenancy.org_with_account(s, org_id))
     default_limit = Settings().default_clone_limit
     data = {
@@ -451,6 +476,7 @@ def orgs_show(org_id: OrgId, as_json: JsonFlag = False) -> None:
         "account_status": account.status,
         "clone_limit": org.clone_limit,
         "effective_clone_limit": default_limit if org.clone_limit is None else org.clone_limit,
+        "monthly_units": org.monthly_units,
         "disabled_services": org.disabled_services,
         "account_disabled_services": account.disabled_services,
         "created_at": org.created_at,
@@ -462,6 +488,7 @@ def orgs_show(org_id: OrgId, as_json: JsonFlag = False) -> None:
             f"account          {account.id} ({account.status})",
             f"status           {org.status}",
             f"clone limit      {limit}",
+            f"monthly cap      {org.monthly_units if org.monthly_units is not None else 'none'}",
             f"disabled         {', '.join(org.disabled_services) or 'none'}"
             f" (account: {', '.join(account.disabled_services) or 'none'})",
         ]
@@ -605,19 +632,46 @@ def keys_create(
         int | None,
         typer.Option(parser=parse_rate_limit, help="Requests per minute (default from settings)."),
     ] = None,
+    scopes: Annotated[
+        str | None,
+        typer.Option(
+            metavar="SCOPE,...",
+            help=f"What the key may do, of: {', '.join(Scope)} (default: everything).",
+        ),
+    ] = None,
+    monthly_units: MonthlyUnits = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Create an API key; its secret is printed now and never again."""
+    try:
+        chosen = None if scopes is None else tenancy.parse_scopes(scopes)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--scopes") from None
 
     async def work(session: AsyncSession) -> tenancy.CreatedKey:
         # A key hashed under another pepper than the nodes' would never authenticate.
         pepper = load_pepper(Settings())
         await cluster.check_pepper(session, pepper)
-        return await tenancy.create_key(session, SecretHasher(pepper), org_id, name, rate_limit)
+        return await tenancy.create_key(
+            session,
+            SecretHasher(pepper),
+            org_id,
+            name,
+            rate_limit,
+            scopes=chosen,
+            monthly_units=monthly_units,
+        )
 
     created = _run(work)
     key = created.key
-    data = {"id": key.id, "secret": created.secret, "prefix": key.prefix, "org_id": key.org_id}
+    data = {
+        "id": key.id,
+        "secret": created.secret,
+        "prefix": key.prefix,
+        "org_id": key.org_id,
+        "scopes": key.scopes,
+        "monthly_units": key.monthly_units,
+    }
     _emit(as_json, data, f"Key {key.id} for {key.org_id} (shown only now):\n{created.secret}")
 
 
@@ -643,6 +697,8 @@ def keys_list(org_id: OrgId, as_json: JsonFlag = False) -> None:
             "kind": k.kind,
             "rate_limit": k.rate_limit,
             "effective_rate_limit": default_limit if k.rate_limit is None else k.rate_limit,
+            "scopes": k.scopes,
+            "monthly_units": k.monthly_units,
             "created_at": k.created_at,
             "revoked_at": k.revoked_at,
             "last_used_at": k.last_used_at,
@@ -651,7 +707,10 @@ def keys_list(org_id: OrgId, as_json: JsonFlag = False) -> None:
     ]
     lines = [
         f"{k.id}  {k.prefix}...  {'revoked' if k.revoked_at else 'active':<7}  "
-        f"{_per_minute(k.rate_limit, default_limit):<20}  {_key_label(k.name, k.kind)}"
+        f"{_per_minute(k.rate_limit, default_limit):<20}  "
+        f"{'all scopes' if k.scopes is None else ','.join(k.scopes)}  "
+        f"{'no cap' if k.monthly_units is None else f'{k.monthly_units} units/month'}  "
+        f"{_key_label(k.name, k.kind)}"
         for k in keys
     ]
     _emit(as_json, rows, "\n".join(lines) or "no keys")

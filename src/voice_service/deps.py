@@ -13,6 +13,7 @@ from voice_service.auth.principal import Principal, find_principal
 from voice_service.context import AppContext
 from voice_service.errors import AccountSuspended, InvalidApiKey, ServiceDisabled
 from voice_service.ledger import Ledger
+from voice_service.vocabulary import Scope, Service
 
 # auto_error=False: a missing header must become our 401 envelope, not FastAPI's 403.
 _bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer vs_...`")
@@ -68,16 +69,28 @@ def check_service(principal: Principal, service: str) -> None:
 Authenticated = Annotated[Principal, Depends(authenticate)]
 
 
+def require(
+    scope: Scope, service: Service | None = None
+) -> Callable[[Principal], Awaitable[Principal]]:
+    """The caller's key, if it has `scope` and `service` is not disabled for it."""
+
+    async def check(principal: Authenticated) -> Principal:
+        message = principal.missing_scope_message(scope)
+        if message is not None:
+            raise ServiceDisabled(message)
+        if service is not None:
+            check_service(principal, service)
+        return principal
+
+    return check
+
+
+VoicesReader = Annotated[Principal, Depends(require(Scope.VOICES_READ))]
+UsageReader = Annotated[Principal, Depends(require(Scope.USAGE_READ))]
+
+
 async def get_ledger(request: Request) -> Ledger:
     return Ledger.of(request)
 
 
 RequestLedger = Annotated[Ledger, Depends(get_ledger)]
-
-
-def require_service(service: str) -> Callable[[Principal], Awaitable[Principal]]:
-    async def check(principal: Authenticated) -> Principal:
-        check_service(principal, service)
-        return principal
-
-    return check

@@ -25,9 +25,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import datetime
 
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
@@ -40,9 +41,12 @@ from voice_service.db import transaction
 from voice_service.errors import ApiError, ClientClosedRequest, InternalError
 from voice_service.ids import new_id
 from voice_service.metrics.registry import Metrics
+from voice_service.models import utcnow
 from voice_service.ratelimit import Quota
 from voice_service.requestlog.repository import LogEntry, insert_entries
 from voice_service.requestlog.writer import RequestLogWriter
+from voice_service.usage.caps import Held, drop_hold, hold_units
+from voice_service.usage.charge import Charge
 from voice_service.usage.repository import record_usage
 
 logger = logging.getLogger(__name__)
@@ -54,22 +58,14 @@ _SCOPE_KEY = "ledger"
 
 
 @dataclass(frozen=True, slots=True)
-class Charge:
-    """What a success costs: `units` under `endpoint`, for `voice_id` when a voice spoke."""
-
-    endpoint: str
-    units: int
-    voice_id: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class Books:
     """Where the rows go: the database, the request-log writer, and the metrics that
-    count each row once it exists."""
+    count each row once it exists; `clock` dates usage and places it in its month."""
 
     sessions: async_sessionmaker[AsyncSession]
     request_log: RequestLogWriter
     metrics: Metrics
+    clock: Callable[[], datetime] = utcnow
 
 
 class Ledger:
@@ -95,6 +91,7 @@ class Ledger:
         self.principal: Principal | None = None
         self.quota: Quota | None = None  # the rate limit's state, for the response headers
         self._error_code: str | None = None
+        self._held: Held | None = None  # units held against a monthly cap
         self._settled = False  # its row is written (or being written)
         self._streaming = False  # a stream writes its row when it ends
 
@@ -119,6 +116,28 @@ class Ledger:
     def settled(self) -> bool:
         """Its row is written (or being written)."""
         return self._settled
+
+    @property
+    def capped(self) -> bool:
+        """A monthly unit cap applies to the caller: units are held before any work."""
+        return self.principal is not None and self.principal.capped
+
+    @property
+    def units_remaining(self) -> int | None:
+        """What the tightest monthly cap leaves once this request is billed; None if no cap
+        applies (or nothing was held)."""
+        return None if self._held is None else self._held.remaining
+
+    async def hold(self, units: int) -> None:
+        """Before any work: hold `units` against the key's and its organization's monthly
+        caps, or raise `RateLimited` saying which one they would pass."""
+        principal = self.principal
+        assert principal is not None, "only an admitted request holds units"
+        if not principal.capped:
+            return
+        async with transaction(self.books.sessions) as session:
+            held = await hold_units(session, principal, self.request_id, units, self.books.clock())
+        self._held = held
 
     # --- how the request ended ------------------------------------------------------------
 
@@ -182,9 +201,9 @@ class Ledger:
             yield session
             if bytes_sent is None and self.client_gone.is_set():
                 raise ClientClosedRequest()
-            record_usage(
-                session, principal, self.request_id, charge.endpoint, charge.units, charge.voice_id
-            )
+            if self._held is not None:
+                await drop_hold(session, self.request_id)  # the usage row counts instead
+            record_usage(session, principal, self.request_id, charge, books.clock())
             entry = self._entry(status, None, bytes_sent)
             await insert_entries(session, [entry], books.request_log.keys_to_refresh([entry]))
         self._settled = True
@@ -197,6 +216,7 @@ class Ledger:
         """The request's one line and row, durable (in the database, or the spool while the
         database cannot take it); a row that fits neither costs only itself."""
         self._settled = True
+        await self._release_hold()
         entry = self._entry(status, error_code, bytes_sent)
         key_prefix = self.principal.key_prefix if self.principal else None
         request_log = self.books.request_log
@@ -206,6 +226,17 @@ class Ledger:
         except Exception:
             # The caller still gets its answer; the operator gets the failure in the logs.
             logger.exception("could not write request log row %s", self.request_id)
+
+    async def _release_hold(self) -> None:
+        """Units held for a request that was not billed count no more; should that fail,
+        the hold stops counting after its lifetime."""
+        if self._held is None:
+            return
+        try:
+            async with transaction(self.books.sessions) as session:
+                await drop_hold(session, self.request_id)
+        except Exception as exc:
+            logger.error("could not drop the unit hold of %s: %r", self.request_id, exc)
 
     def _entry(self, status: int, error_code: str | None, bytes_sent: int | None) -> LogEntry:
         principal = self.principal

@@ -20,6 +20,7 @@ from voice_service.errors import (
     envelope_bytes,
 )
 from voice_service.ledger import Books, Ledger, log_failure
+from voice_service.usage.caps import UNITS_REMAINING
 from voice_service.vocabulary import megabytes
 
 logger = logging.getLogger(__name__)
@@ -57,6 +58,8 @@ class RequestContextMiddleware:
                 if ledger.quota is not None:
                     for name, value in ledger.quota.headers().items():
                         headers.setdefault(name, value)
+                if ledger.units_remaining is not None:
+                    headers.setdefault(UNITS_REMAINING, str(ledger.units_remaining))
                 await ledger.answered(message["status"])
             await send(message)
 

@@ -65,6 +65,7 @@ class Organization(Base):
     status: Mapped[str] = mapped_column(String(16), default="active")
     disabled_services: Mapped[list[str]] = mapped_column(default=list)
     clone_limit: Mapped[int | None] = mapped_column(Integer)
+    monthly_units: Mapped[int | None] = mapped_column(Integer)  # billed per UTC month; None: no cap
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
@@ -91,6 +92,8 @@ class ApiKey(Base):
     prefix: Mapped[str] = mapped_column(String(16))
     secret_hash: Mapped[str] = mapped_column(String(64), unique=True)
     rate_limit: Mapped[int | None] = mapped_column(Integer)
+    scopes: Mapped[list[str] | None]  # what it may do (vocabulary.Scope); None: everything
+    monthly_units: Mapped[int | None] = mapped_column(Integer)  # billed per UTC month; None: no cap
     # "api": a key someone holds. "console": the organization's own key for requests the
     # console makes on a signed-in user's behalf; its secret was never kept by anyone.
     kind: Mapped[str] = mapped_column(String(16), default="api", server_default="api")
@@ -160,6 +163,21 @@ class UsageRecord(Base):
     endpoint: Mapped[str] = mapped_column(String(40))
     units: Mapped[int] = mapped_column(Integer)
     voice_id: Mapped[str | None] = mapped_column(String(40))  # the voice that spoke, if any
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class UnitHold(Base):
+    """Units a request in flight was allowed against a monthly cap: counted as used until
+    the request is billed (its usage row replaces the hold) or ends otherwise (the hold is
+    dropped; one a crash left is ignored once older than any request lives)."""
+
+    __tablename__ = "unit_holds"
+    __table_args__ = (Index("ix_unit_holds_org_created", "org_id", "created_at"),)
+
+    request_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    org_id: Mapped[str] = mapped_column(ForeignKey("organizations.id"))
+    key_id: Mapped[str] = mapped_column(ForeignKey("api_keys.id"))
+    units: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 

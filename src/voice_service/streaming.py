@@ -18,7 +18,8 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from voice_service.errors import ApiError, ClientClosedRequest, InternalError
-from voice_service.ledger import Charge, Ledger
+from voice_service.ledger import Ledger
+from voice_service.usage.charge import Charge
 
 logger = logging.getLogger(__name__)
 

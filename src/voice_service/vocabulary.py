@@ -1,6 +1,6 @@
 """The service's words, each defined once: the services an account or organization can have
-switched off, the endpoints usage is billed under, the capabilities the inference pool
-queues by, and the upload limit as a person reads it."""
+switched off, the scopes of API keys, the endpoints usage is billed under, the capabilities
+the inference pool queues by, and the upload limit as a person reads it."""
 
 from __future__ import annotations
 
@@ -14,6 +14,18 @@ class Service(StrEnum):
     SPEECH_TO_TEXT = "speech-to-text"  # transcription and translation, on both APIs
     ASR = "asr"
     CLONING = "cloning"
+
+
+class Scope(StrEnum):
+    """What an API key may do (`keys create --scopes`); a key made without scopes may do
+    everything, including what later scopes will cover."""
+
+    TEXT_TO_SPEECH = "text-to-speech"
+    SPEECH_TO_TEXT = "speech-to-text"  # transcription and translation, on both APIs
+    ASR = "asr"
+    VOICES_READ = "voices:read"
+    VOICES_WRITE = "voices:write"  # cloning and deleting clones
+    USAGE_READ = "usage:read"  # /usage and /requests
 
 
 class UsageEndpoint(StrEnum):

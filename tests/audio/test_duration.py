@@ -17,7 +17,7 @@ import pytest
 from tests.helpers.wav import silent_wav
 from voice_service.audio.decode import AudioTooLong, decode_audio
 from voice_service.audio.formats import identify_audio
-from voice_service.transcription.service import AudioInfo, billed_seconds
+from voice_service.transcription.service import billed_seconds
 
 RATES = (8000, 11025, 16000, 22050, 44100, 48000)
 
@@ -45,7 +45,7 @@ def _decode_wav(tmp_path: Path, data: bytes, max_seconds: float = 60) -> Fractio
 
 
 def _billed(duration: Fraction) -> int:
-    return billed_seconds(AudioInfo("en", duration))
+    return billed_seconds(duration)
 
 
 @pytest.mark.parametrize(("rate", "samples"), SWEEP, ids=SWEEP_IDS)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +26,7 @@ from voice_service.auth.keys import SecretHasher
 from voice_service.db import run_in_transaction
 from voice_service.settings import Settings
 from voice_service.tenancy import service as tenancy
+from voice_service.vocabulary import Scope
 
 TEST_PEPPER = "test-pepper"
 REDIS_URL = os.environ.get("VOICE_SERVICE_REDIS_URL")
@@ -125,14 +126,40 @@ class Tenants:
 
         return await self.run(work)
 
-    async def add_key(self, tenant: Tenant, rate_limit: int | None = None) -> Tenant:
-        return await self.run(lambda s: self._key(s, tenant.org_id, tenant.account_id, rate_limit))
+    async def add_key(
+        self,
+        tenant: Tenant,
+        rate_limit: int | None = None,
+        *,
+        scopes: Sequence[Scope] | None = None,
+        monthly_units: int | None = None,
+        name: str | None = None,
+    ) -> Tenant:
+        """Another key of `tenant`'s organization."""
+        return await self.run(
+            lambda s: self._key(
+                s, tenant.org_id, tenant.account_id, rate_limit, scopes, monthly_units, name
+            )
+        )
 
     async def _key(
-        self, session: AsyncSession, org_id: str, account_id: str, rate_limit: int | None
+        self,
+        session: AsyncSession,
+        org_id: str,
+        account_id: str,
+        rate_limit: int | None,
+        scopes: Sequence[Scope] | None = None,
+        monthly_units: int | None = None,
+        name: str | None = None,
     ) -> Tenant:
         created = await tenancy.create_key(
-            session, SecretHasher(TEST_PEPPER.encode()), org_id, None, rate_limit
+            session,
+            SecretHasher(TEST_PEPPER.encode()),
+            org_id,
+            name,
+            rate_limit,
+            scopes=scopes,
+            monthly_units=monthly_units,
         )
         return Tenant(account_id, org_id, created.key.id, created.secret)
 

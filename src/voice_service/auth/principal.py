@@ -21,6 +21,14 @@ class Principal:
     suspended: bool
     disabled_services: frozenset[str]  # by the organization or its account
     account_disabled_services: frozenset[str]
+    scopes: frozenset[str] | None  # what the key may do; None: everything
+    capped: bool  # a monthly unit cap applies to the key or its organization
+
+    def missing_scope_message(self, scope: str) -> str | None:
+        """Why the key may not do what `scope` covers; None if it may."""
+        if self.scopes is None or scope in self.scopes:
+            return None
+        return f"This API key lacks the {scope} scope."
 
     def disabled_message(self, service: str) -> str | None:
         """Why `service` is refused to this key, naming who disabled it; None if allowed."""
@@ -62,4 +70,6 @@ async def _principal(session: AsyncSession, which: ColumnElement[bool]) -> Princ
         suspended=SUSPENDED in (org.status, account.status),
         disabled_services=frozenset(org.disabled_services) | frozenset(account.disabled_services),
         account_disabled_services=frozenset(account.disabled_services),
+        scopes=None if key.scopes is None else frozenset(key.scopes),
+        capped=org.monthly_units is not None or key.monthly_units is not None,
     )

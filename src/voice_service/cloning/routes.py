@@ -13,10 +13,10 @@ from voice_service.cloning.schemas import (
     DeletedVoice,
 )
 from voice_service.cloning.service import clone_voice, delete_voice, validate_clone_fields
-from voice_service.deps import Authenticated, Context, RequestLedger, require_service
+from voice_service.deps import Context, RequestLedger, require
 from voice_service.schemas import error_responses, multipart_request_body
 from voice_service.uploads import receive_audio_upload
-from voice_service.vocabulary import Service
+from voice_service.vocabulary import Scope, Service
 from voice_service.voices.paths import VOICE_PATH
 from voice_service.voices.schemas import Voice
 
@@ -54,7 +54,7 @@ async def create_clone(
     request: Request,
     context: Context,
     ledger: RequestLedger,
-    principal: Annotated[Principal, Depends(require_service(Service.CLONING))],
+    principal: Annotated[Principal, Depends(require(Scope.VOICES_WRITE, Service.CLONING))],
 ) -> ClonedVoice:
     async with receive_audio_upload(
         request, context.settings.max_upload_bytes, context.uploads_dir
@@ -70,6 +70,10 @@ async def create_clone(
     response_model=DeletedVoice,
     responses=error_responses(404),
 )
-async def delete_clone(id: str, context: Context, principal: Authenticated) -> DeletedVoice:
+async def delete_clone(
+    id: str,
+    context: Context,
+    principal: Annotated[Principal, Depends(require(Scope.VOICES_WRITE))],
+) -> DeletedVoice:
     await delete_voice(context, principal, id)
     return DeletedVoice(deleted=True, id=id)

@@ -23,12 +23,13 @@ from voice_service.engines.plugins import CLONER, DECODER
 from voice_service.engines.protocols import EngineError, Pcm, UnusableSample, VoiceCloner
 from voice_service.errors import InvalidRequest, NotFound, ProviderError, VoiceNotFound
 from voice_service.ids import new_id
-from voice_service.ledger import Charge, Ledger
+from voice_service.ledger import Ledger
 from voice_service.models import Voice, utcnow
 from voice_service.providers.provider import Provider
 from voice_service.providers.table import voice_key
 from voice_service.providers.wire import UPLOAD_NAMES, AudioFile
 from voice_service.uploads import audio_errors_as_api_errors
+from voice_service.usage.charge import Charge
 from voice_service.vocabulary import Capability, UsageEndpoint
 from voice_service.voices.repository import CLONED, PROVIDER, get_visible
 from voice_service.waiting import unless_set
@@ -37,6 +38,7 @@ logger = logging.getLogger(__name__)
 
 # The part of a sample that is analysed: enough for 30 s of speech after leading silence.
 MAX_SAMPLE_SECONDS = 120.0
+CLONE_UNITS = 1  # a clone's price, whatever its sample
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +91,7 @@ async def clone_voice(
         limit = await repository.org_clone_limit(session, principal.org_id)
         live = await repository.count_live_clones(session, principal.org_id)
     _check_limit(live, limit, default_limit)
+    await ledger.hold(CLONE_UNITS)
 
     provider = context.providers.cloner()
     if provider is not None:
@@ -131,7 +134,7 @@ async def _record_clone(
     # The store fails as a 502 and commits nothing; see cloning/samples.py for the order.
     async with (
         context.samples.saving(principal.org_id, voice_id, sample) as save_sample,
-        ledger.billed(Charge(UsageEndpoint.CLONE, 1, voice_id), status=201) as session,
+        ledger.billed(Charge(UsageEndpoint.CLONE, CLONE_UNITS, voice_id), status=201) as session,
     ):
         limit = await repository.lock_org_clone_limit(session, principal.org_id)
         live = await repository.count_live_clones(session, principal.org_id)

@@ -15,7 +15,7 @@ from fastapi import APIRouter, Depends, Request, Response
 from voice_service.audio.encode import FORMATS
 from voice_service.audio.formats import OPENAI_AUDIO
 from voice_service.auth.principal import Principal
-from voice_service.deps import Authenticated, Context, RequestLedger, require_service
+from voice_service.deps import Authenticated, Context, RequestLedger, require
 from voice_service.engines.protocols import TranscribeOptions
 from voice_service.errors import ApiError, InvalidRequest, NotFound
 from voice_service.ledger import Ledger
@@ -30,8 +30,8 @@ from voice_service.openai_api.schemas import (
 )
 from voice_service.openai_api.voices import voice_id_for
 from voice_service.schemas import parse_json
-from voice_service.speech.service import speech_charge, speech_chunks
-from voice_service.streaming import MeteredStream, started
+from voice_service.speech.service import stream_speech
+from voice_service.streaming import MeteredStream
 from voice_service.transcription.service import (
     AudioInfo,
     TimedTranscript,
@@ -43,8 +43,7 @@ from voice_service.transcription.service import (
     transcription_charge,
 )
 from voice_service.uploads import AudioPolicy, Upload, receive_audio_upload
-from voice_service.vocabulary import Service, UsageEndpoint
-from voice_service.voices.service import find_voice
+from voice_service.vocabulary import Scope, Service, UsageEndpoint
 
 router = APIRouter(prefix="/v1", include_in_schema=False)
 SSE = "text/event-stream"
@@ -69,28 +68,20 @@ async def speech(
     request: Request,
     context: Context,
     ledger: RequestLedger,
-    principal: Annotated[Principal, Depends(require_service(Service.TEXT_TO_SPEECH))],
+    principal: Annotated[Principal, Depends(require(Scope.TEXT_TO_SPEECH, Service.TEXT_TO_SPEECH))],
 ) -> MeteredStream:
     body = await parse_json(request, SpeechBody)
     assert context.voice_listing is not None
     voice_id = voice_id_for(body.voice_name, context.voice_listing.openai_voice)
-    voice = await find_voice(context, principal, voice_id)
-    fmt = body.response_format
-    chunks = speech_chunks(
-        context,
-        voice,
-        body.input,
-        ledger,
-        fmt,
-        streaming=True,
-        speed=body.speed,
+    speech = await stream_speech(
+        context, principal, ledger, voice_id, body.input, body.response_format, speed=body.speed
     )
-    charge = speech_charge(voice, body.input)
+    charge = speech.charge
     if body.stream_format == "sse":
-        events = _speech_events(await started(chunks), charge.units)
+        events = _speech_events(speech.chunks, charge.units)
         return MeteredStream(events, media_type=SSE, ledger=ledger, charge=charge)
-    media_type = FORMATS[fmt].media_type
-    return MeteredStream(await started(chunks), media_type=media_type, ledger=ledger, charge=charge)
+    media_type = FORMATS[body.response_format].media_type
+    return MeteredStream(speech.chunks, media_type=media_type, ledger=ledger, charge=charge)
 
 
 async def _speech_events(
@@ -109,7 +100,7 @@ async def transcriptions(
     request: Request,
     context: Context,
     ledger: RequestLedger,
-    _: Annotated[Principal, Depends(require_service(Service.SPEECH_TO_TEXT))],
+    _: Annotated[Principal, Depends(require(Scope.SPEECH_TO_TEXT, Service.SPEECH_TO_TEXT))],
 ) -> Response:
     return await _transcribe(request, context, ledger, "transcribe", UsageEndpoint.SPEECH_TO_TEXT)
 
@@ -119,7 +110,7 @@ async def translations(
     request: Request,
     context: Context,
     ledger: RequestLedger,
-    _: Annotated[Principal, Depends(require_service(Service.SPEECH_TO_TEXT))],
+    _: Annotated[Principal, Depends(require(Scope.SPEECH_TO_TEXT, Service.SPEECH_TO_TEXT))],
 ) -> Response:
     return await _transcribe(request, context, ledger, "translate", UsageEndpoint.TRANSLATION)
 

@@ -12,7 +12,7 @@ from voice_service.transcription.service import TimedTranscript, billed_seconds
 
 def usage(transcript: TimedTranscript) -> dict[str, Any]:
     """What the request is billed: one unit per started second, as OpenAI bills whisper-1."""
-    return {"type": "duration", "seconds": billed_seconds(transcript.info)}
+    return {"type": "duration", "seconds": billed_seconds(transcript.info.duration_seconds)}
 
 
 def render(

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 
-from voice_service.deps import Authenticated, Context
+from voice_service.deps import Context, UsageReader
 from voice_service.errors import InvalidRequest, NotFound
 from voice_service.requestlog.repository import UnknownCursor, find_request, page_requests
 from voice_service.requestlog.schemas import LoggedRequest, RequestList
@@ -23,7 +23,7 @@ router = APIRouter(tags=["requests"])
 )
 async def list_requests(
     context: Context,
-    principal: Authenticated,
+    principal: UsageReader,
     limit: Annotated[int, Query(ge=1, le=200, description="Rows per page.")] = 50,
     before: Annotated[
         str | None,
@@ -49,7 +49,7 @@ async def list_requests(
     response_model=LoggedRequest,
     responses=error_responses(404),
 )
-async def get_request(request_id: str, context: Context, principal: Authenticated) -> LoggedRequest:
+async def get_request(request_id: str, context: Context, principal: UsageReader) -> LoggedRequest:
     async with context.sessions() as session:
         row = await find_request(session, principal.org_id, request_id)
     if row is None:

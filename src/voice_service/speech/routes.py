@@ -6,13 +6,12 @@ from fastapi import APIRouter, Depends, Request, Response
 
 from voice_service.audio.encode import FORMATS, OutputFormat
 from voice_service.auth.principal import Principal
-from voice_service.deps import Context, RequestLedger, require_service
+from voice_service.deps import Context, RequestLedger, require
 from voice_service.schemas import error_responses, json_request_body, parse_json
 from voice_service.speech.schemas import SpeechRequest
-from voice_service.speech.service import speech_charge, speech_chunks, synthesize_speech
-from voice_service.streaming import MeteredStream, started
-from voice_service.vocabulary import Service
-from voice_service.voices.service import find_voice
+from voice_service.speech.service import stream_speech, synthesize_speech
+from voice_service.streaming import MeteredStream
+from voice_service.vocabulary import Scope, Service
 
 router = APIRouter(tags=["speech"])
 
@@ -33,7 +32,7 @@ async def text_to_speech(
     request: Request,
     context: Context,
     ledger: RequestLedger,
-    principal: Annotated[Principal, Depends(require_service(Service.TEXT_TO_SPEECH))],
+    principal: Annotated[Principal, Depends(require(Scope.TEXT_TO_SPEECH, Service.TEXT_TO_SPEECH))],
 ) -> Response:
     body = await parse_json(request, SpeechRequest)
     audio = await synthesize_speech(context, principal, ledger, body)
@@ -60,14 +59,15 @@ async def text_to_speech_stream(
     request: Request,
     context: Context,
     ledger: RequestLedger,
-    principal: Annotated[Principal, Depends(require_service(Service.TEXT_TO_SPEECH))],
+    principal: Annotated[Principal, Depends(require(Scope.TEXT_TO_SPEECH, Service.TEXT_TO_SPEECH))],
 ) -> MeteredStream:
     body = await parse_json(request, SpeechRequest)
-    voice = await find_voice(context, principal, body.voice_id)
-    chunks = speech_chunks(context, voice, body.text, ledger, OutputFormat.MP3, streaming=True)
+    speech = await stream_speech(
+        context, principal, ledger, body.voice_id, body.text, OutputFormat.MP3
+    )
     return MeteredStream(
-        await started(chunks),
+        speech.chunks,
         media_type=FORMATS[OutputFormat.MP3].media_type,
         ledger=ledger,
-        charge=speech_charge(voice, body.text),
+        charge=speech.charge,
     )

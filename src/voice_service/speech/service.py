@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
 from contextlib import aclosing
+from dataclasses import dataclass
 from typing import Any
 
 from voice_service.admission import Job
@@ -22,9 +23,11 @@ from voice_service.engines.deadline import InferenceBudget
 from voice_service.engines.protocols import EngineError, UnknownVoice
 from voice_service.engines.registry import Engines
 from voice_service.errors import NotFound, ProviderError
-from voice_service.ledger import Charge, Ledger
+from voice_service.ledger import Ledger
 from voice_service.models import Voice
 from voice_service.speech.schemas import SpeechRequest
+from voice_service.streaming import started
+from voice_service.usage.charge import Charge
 from voice_service.vocabulary import Capability, UsageEndpoint
 from voice_service.voices.service import find_voice
 
@@ -44,9 +47,35 @@ async def synthesize_speech(
 ) -> bytes:
     """The native /text-to-speech: one MP3 file, billed once it is made."""
     voice = await find_voice(context, principal, body.voice_id)
+    charge = speech_charge(voice, body.text)
+    await ledger.hold(charge.units)
     audio = await speak(context, voice, body.text, ledger)
-    await ledger.bill(speech_charge(voice, body.text))
+    await ledger.bill(charge)
     return audio
+
+
+@dataclass(frozen=True, slots=True)
+class SpeechStream:
+    chunks: AsyncGenerator[bytes, None]  # its first chunk made: errors before it are raised
+    charge: Charge  # billed once every chunk went out
+
+
+async def stream_speech(
+    context: AppContext,
+    principal: Principal,
+    ledger: Ledger,
+    voice_id: str,
+    text: str,
+    fmt: OutputFormat,
+    *,
+    speed: float = 1.0,
+) -> SpeechStream:
+    """A streamed answer of `voice_id` saying `text`, its units held first."""
+    voice = await find_voice(context, principal, voice_id)
+    charge = speech_charge(voice, text)
+    await ledger.hold(charge.units)
+    chunks = speech_chunks(context, voice, text, ledger, fmt, streaming=True, speed=speed)
+    return SpeechStream(await started(chunks), charge)
 
 
 async def speak(context: AppContext, voice: Voice, text: str, ledger: Ledger) -> bytes:

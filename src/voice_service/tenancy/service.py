@@ -13,7 +13,7 @@ from voice_service.auth.keys import SecretHasher, generate_secret
 from voice_service.ids import new_id
 from voice_service.models import Account, ApiKey, Organization, utcnow
 from voice_service.tenancy.cache import record_change
-from voice_service.vocabulary import Service
+from voice_service.vocabulary import Scope, Service
 
 TenantKind = Literal["account", "org"]
 ACTIVE, SUSPENDED = "active", "suspended"
@@ -85,6 +85,27 @@ async def set_service_enabled(
     return tenant.disabled_services
 
 
+def parse_scopes(value: str) -> list[Scope]:
+    """A comma-separated list of scope names, each known."""
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    if not names:
+        raise ValueError(f"Name at least one scope: {', '.join(Scope)}.")
+    known = {scope.value: scope for scope in Scope}
+    for name in names:
+        if name not in known:
+            raise ValueError(f"Unknown scope {name!r}; one of {', '.join(Scope)}.")
+    return [known[name] for name in names]
+
+
+async def set_org_cap(session: AsyncSession, org_id: str, monthly_units: int | None) -> None:
+    """Cap the organization's billed units per UTC month (None: no cap)."""
+    org = await session.get(Organization, org_id, with_for_update=True)
+    if org is None:
+        raise UnknownId("organization", org_id)
+    org.monthly_units = monthly_units
+    await record_change(session)  # cached keys learn that a cap applies
+
+
 async def require_account(session: AsyncSession, account_id: str) -> Account:
     account = await session.get(Account, account_id)
     if account is None:
@@ -105,7 +126,12 @@ async def create_key(
     org_id: str,
     name: str | None,
     rate_limit: int | None,
+    *,
+    scopes: Sequence[Scope] | None = None,
+    monthly_units: int | None = None,
 ) -> CreatedKey:
+    """A new key; with `scopes` it may do only what they cover (None: everything), with
+    `monthly_units` it is billed at most that many units per UTC month."""
     await require_org(session, org_id)
     new = generate_secret()
     key = ApiKey(
@@ -115,6 +141,8 @@ async def create_key(
         prefix=new.prefix,
         secret_hash=hasher.hash(new.secret),
         rate_limit=rate_limit,
+        scopes=None if scopes is None else sorted(set(scopes)),
+        monthly_units=monthly_units,
     )
     session.add(key)
     await session.flush()

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Depends, Request
 
 from voice_service.audio.formats import NATIVE_AUDIO
 from voice_service.auth.principal import Principal
-from voice_service.deps import Context, RequestLedger, require_service
+from voice_service.deps import Context, RequestLedger, require
 from voice_service.engines.protocols import TranscribeOptions
 from voice_service.ledger import Ledger
 from voice_service.schemas import error_responses, multipart_request_body
@@ -17,7 +17,7 @@ from voice_service.transcription.service import (
     transcribe_upload,
 )
 from voice_service.uploads import receive_audio_upload
-from voice_service.vocabulary import Service, UsageEndpoint
+from voice_service.vocabulary import Scope, Service, UsageEndpoint
 
 router = APIRouter(tags=["transcription"])
 
@@ -71,7 +71,7 @@ async def speech_to_text(
     request: Request,
     context: Context,
     ledger: RequestLedger,
-    _: Annotated[Principal, Depends(require_service(Service.SPEECH_TO_TEXT))],
+    _: Annotated[Principal, Depends(require(Scope.SPEECH_TO_TEXT, Service.SPEECH_TO_TEXT))],
 ) -> Transcript:
     return await _transcribe(request, context, ledger, UsageEndpoint.SPEECH_TO_TEXT)
 
@@ -87,6 +87,6 @@ async def asr(
     request: Request,
     context: Context,
     ledger: RequestLedger,
-    _: Annotated[Principal, Depends(require_service(Service.ASR))],
+    _: Annotated[Principal, Depends(require(Scope.ASR, Service.ASR))],
 ) -> Transcript:
     return await _transcribe(request, context, ledger, UsageEndpoint.ASR)

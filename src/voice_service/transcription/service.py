@@ -17,7 +17,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from voice_service.admission import Job
-from voice_service.audio.decode import decode_audio
+from voice_service.audio.decode import DecodedAudio, decode_audio
 from voice_service.audio.formats import AcceptedAudio, identify_audio
 from voice_service.context import AppContext
 from voice_service.engines.deadline import InferenceBudget
@@ -29,10 +29,11 @@ from voice_service.engines.protocols import (
     TranscribeOptions,
 )
 from voice_service.errors import InvalidRequest, ProviderError
-from voice_service.ledger import Charge, Ledger
+from voice_service.ledger import Ledger
 from voice_service.providers.provider import Provider
 from voice_service.providers.wire import UPLOAD_NAMES, AudioFile
 from voice_service.uploads import NATIVE_POLICY, AudioPolicy, audio_errors_as_api_errors
+from voice_service.usage.charge import Charge
 from voice_service.vocabulary import Capability
 from voice_service.waiting import unless_set
 
@@ -112,7 +113,7 @@ async def transcript_parts(
     policy: AudioPolicy = NATIVE_POLICY,
 ) -> AsyncGenerator[TranscriptPart, None]:
     """`AudioInfo` first, then each segment as it is decoded; not billed (the caller
-    bills `billed_seconds`). Audio and engine failures are API errors here, a file the
+    bills `transcription_charge`). Audio and engine failures are API errors here, a file the
     `policy` does not accept its refusal. A provider transcribes when the providers file
     routes `options.language` to one (see `Providers.transcriber`)."""
     assert context.engines is not None
@@ -129,6 +130,15 @@ async def transcript_parts(
             "This node has no transcription engine: VOICE_SERVICE_STT_ENGINES is empty and "
             "no provider transcribes."
         )
+    audio: DecodedAudio | Path = path
+    if ledger.capped:
+        # Its seconds are held against the cap before any inference: decoded on its own.
+        decoding = Job(Capability.SPEECH_TO_TEXT, DECODER, abandoned=ledger.client_gone)
+        with audio_errors_as_api_errors("audio", policy):
+            audio = await context.pool.run(
+                decoding, _decode, path, policy.accepted, context.settings.max_audio_seconds
+            )
+        await ledger.hold(billed_seconds(audio.duration_seconds))
     made = context.pool.stream(
         Job(
             Capability.SPEECH_TO_TEXT,
@@ -137,7 +147,7 @@ async def transcript_parts(
         ),
         _transcript_parts,
         transcriber,
-        path,
+        audio,
         policy.accepted,
         options,
         context.settings.max_audio_seconds,
@@ -172,6 +182,7 @@ async def _remote_transcript_parts(
         upload, duration = await context.pool.run(
             job, _upload_for_provider, path, policy.accepted, context.settings.max_audio_seconds
         )
+    await ledger.hold(billed_seconds(duration))
     transcript = await unless_set(
         ledger.client_gone, provider.transcribe(upload, options, float(duration))
     )
@@ -194,26 +205,29 @@ def _upload_for_provider(
 
 def transcription_charge(endpoint: str, info: AudioInfo) -> Charge:
     """What transcribing the audio costs: one unit per started second."""
-    return Charge(endpoint, billed_seconds(info))
+    return Charge(endpoint, billed_seconds(info.duration_seconds))
 
 
-def billed_seconds(info: AudioInfo) -> int:
+def billed_seconds(duration_seconds: Fraction) -> int:
     # One unit per started second, rounded up in exact arithmetic (a float sum once billed
     # 5.000 s as 6); audio of unknown (zero) length still costs one.
-    return max(1, math.ceil(info.duration_seconds))
+    return max(1, math.ceil(duration_seconds))
+
+
+def _decode(path: Path, accepted: AcceptedAudio, max_seconds: float) -> DecodedAudio:
+    return decode_audio(path, max_seconds=max_seconds, fmt=identify_audio(path, accepted))
 
 
 def _transcript_parts(
     transcriber: SpeechToText,
-    path: Path,
+    source: DecodedAudio | Path,
     accepted: AcceptedAudio,
     options: TranscribeOptions,
     max_seconds: float,
     budget: InferenceBudget,
 ) -> Iterator[TranscriptPart]:
     deadline = budget.start()
-    fmt = identify_audio(path, accepted)
-    audio = decode_audio(path, max_seconds=max_seconds, fmt=fmt)
+    audio = source if isinstance(source, DecodedAudio) else _decode(source, accepted, max_seconds)
     stream = transcriber.stream(audio.samples, options)
     yield AudioInfo(stream.language, audio.duration_seconds)
     for segment in stream.segments:

@@ -12,16 +12,16 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import InstrumentedAttribute
 
 from voice_service.auth.principal import Principal
-from voice_service.models import UsageRecord
+from voice_service.models import ApiKey, UsageRecord, Voice
+from voice_service.usage.charge import Charge
 
 
 def record_usage(
     session: AsyncSession,
     principal: Principal,
     request_id: str,
-    endpoint: str,
-    units: int,
-    voice_id: str | None,
+    charge: Charge,
+    now: datetime,
 ) -> None:
     """Add the record to the caller's transaction: it commits with the success or not at all."""
     session.add(
@@ -29,9 +29,10 @@ def record_usage(
             request_id=request_id,
             org_id=principal.org_id,
             key_id=principal.key_id,
-            endpoint=endpoint,
-            units=units,
-            voice_id=voice_id,
+            endpoint=charge.endpoint,
+            units=charge.units,
+            voice_id=charge.voice_id,
+            created_at=now,
         )
     )
 
@@ -49,10 +50,7 @@ async def daily_usage(
 ) -> list[DailyUsage]:
     """Units and requests per UTC day and endpoint, `start` to `end` inclusive."""
     day = _utc_day(session, UsageRecord.created_at)
-    within = [UsageRecord.org_id == org_id, UsageRecord.created_at >= _midnight(start)]
-    # The end bound is the next midnight; the calendar's last day has none, nor needs one.
-    if end < date.max:
-        within.append(UsageRecord.created_at < _midnight(end + timedelta(days=1)))
+    within = _within(org_id, start, end)
     rows = await session.execute(
         select(day, UsageRecord.endpoint, func.sum(UsageRecord.units), func.count())
         .where(*within)
@@ -61,12 +59,68 @@ async def daily_usage(
     )
     return [
         DailyUsage(
-            day=value if isinstance(value, date) else date.fromisoformat(value),
+            day=_day(value),
             endpoint=endpoint,
             units=int(units),
             requests=int(requests),
         )
         for value, endpoint, units, requests in rows
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupUsage:
+    """A day's units of one key or one voice: its id and what people call it."""
+
+    day: date
+    id: str
+    label: str | None  # a key's prefix, a voice's name
+    name: str | None  # a key's name
+    units: int
+    requests: int
+
+
+async def usage_by_key(
+    session: AsyncSession, org_id: str, start: date, end: date
+) -> list[GroupUsage]:
+    """Units and requests per UTC day and key, `start` to `end` inclusive."""
+    day = _utc_day(session, UsageRecord.created_at)
+    rows = await session.execute(
+        select(
+            day,
+            UsageRecord.key_id,
+            ApiKey.prefix,
+            ApiKey.name,
+            func.sum(UsageRecord.units),
+            func.count(),
+        )
+        .join(ApiKey, ApiKey.id == UsageRecord.key_id)
+        .where(*_within(org_id, start, end))
+        .group_by(day, UsageRecord.key_id, ApiKey.prefix, ApiKey.name)
+        .order_by(day, UsageRecord.key_id)
+    )
+    return [
+        GroupUsage(_day(value), key_id, prefix, name, int(units), int(requests))
+        for value, key_id, prefix, name, units, requests in rows
+    ]
+
+
+async def usage_by_voice(
+    session: AsyncSession, org_id: str, start: date, end: date
+) -> list[GroupUsage]:
+    """Units and requests per UTC day and voice (what voices made: speech and clones)."""
+    day = _utc_day(session, UsageRecord.created_at)
+    voice_id = UsageRecord.voice_id
+    rows = await session.execute(
+        select(day, voice_id, Voice.name, func.sum(UsageRecord.units), func.count())
+        .outerjoin(Voice, Voice.id == voice_id)
+        .where(*_within(org_id, start, end), voice_id.is_not(None))
+        .group_by(day, voice_id, Voice.name)
+        .order_by(day, voice_id)
+    )
+    return [
+        GroupUsage(_day(value), str(id_), name, None, int(units), int(requests))
+        for value, id_, name, units, requests in rows
     ]
 
 
@@ -76,6 +130,26 @@ def totals(rows: Sequence[DailyUsage]) -> dict[str, int]:
     for row in rows:
         summed[row.endpoint] = summed.get(row.endpoint, 0) + row.units
     return dict(sorted(summed.items()))
+
+
+def group_totals(groups: Sequence[GroupUsage]) -> dict[str, int]:
+    """Units per key or voice id over `groups`."""
+    summed: dict[str, int] = {}
+    for group in groups:
+        summed[group.id] = summed.get(group.id, 0) + group.units
+    return dict(sorted(summed.items()))
+
+
+def _within(org_id: str, start: date, end: date) -> list[ColumnElement[bool]]:
+    within = [UsageRecord.org_id == org_id, UsageRecord.created_at >= _midnight(start)]
+    # The end bound is the next midnight; the calendar's last day has none, nor needs one.
+    if end < date.max:
+        within.append(UsageRecord.created_at < _midnight(end + timedelta(days=1)))
+    return within
+
+
+def _day(value: date | str) -> date:
+    return value if isinstance(value, date) else date.fromisoformat(value)
 
 
 def _midnight(day: date) -> datetime:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from voice_service.deps import Authenticated, Context
+from voice_service.deps import Context, VoicesReader
 from voice_service.schemas import error_responses
 from voice_service.voices.paths import VOICE_PATH
 from voice_service.voices.repository import list_clones
@@ -18,7 +18,7 @@ router = APIRouter(tags=["voices"])
     response_model=VoiceList,
     responses=error_responses(),
 )
-async def list_voices(context: Context, principal: Authenticated) -> Response:
+async def list_voices(context: Context, principal: VoicesReader) -> Response:
     listing = context.voice_listing
     assert listing is not None
 
@@ -36,5 +36,5 @@ async def list_voices(context: Context, principal: Authenticated) -> Response:
     response_model=OneVoice,
     responses=error_responses(404),
 )
-async def get_voice(id: str, context: Context, principal: Authenticated) -> OneVoice:
+async def get_voice(id: str, context: Context, principal: VoicesReader) -> OneVoice:
     return OneVoice(voice=Voice.of(await find_voice(context, principal, id)))
