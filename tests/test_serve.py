@@ -47,7 +47,7 @@ def test_text_to_speech_over_http_returns_mp3(server: Server) -> None:
         f"{server.base_url}/text-to-speech",
         headers={"Authorization": f"Bearer {server.api_key}"},
         json={
-            "text": "Hello from Voice Service.",
+            "text": "Welcome to Voice Service.",
             "voice_id": JOE,
         },
         timeout=60,

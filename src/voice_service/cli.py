@@ -359,7 +359,7 @@ Try it:
     curl -s {base_url}/voices -H "Authorization: Bearer $VOICE_API_KEY"
     curl -s {base_url}/text-to-speech -H "Authorization: Bearer $VOICE_API_KEY" \\
       -H 'Content-Type: application/json' -o hello.mp3 \\
-      -d '{{"text": "Hello from Voice Service.", "voice_id": "{voice_id}"}}'
+      -d '{{"text": "Welcome to Voice Service.", "voice_id": "{voice_id}"}}'
 """
 
 

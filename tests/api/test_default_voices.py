@@ -16,7 +16,7 @@ from tests.helpers.app import Tenant
 
 pytestmark = pytest.mark.anyio
 
-README_EXAMPLE = "Hello from Voice Service."
+README_EXAMPLE = "Welcome to Voice Service."
 
 
 async def voices_by_language(client: httpx.AsyncClient, tenant: Tenant) -> dict[str, list[str]]:

@@ -135,7 +135,9 @@ def test_special_tokens_in_a_prompt_are_read_as_text(engine: WhisperEngine) -> N
     expected = " ".join(segment.text for segment in plain.segments)
     heard = " ".join(segment.text for segment in prompted.segments)
     assert "thank" not in words(heard), heard
-    assert word_errors(expected, heard)[0] <= 1, (expected, heard)
+    # The same words, but for their spacing ("riverbank" or "river bank" as the prompt
+    # sways it): the prompt was read as text, not as a transcript of its own.
+    assert "".join(words(heard)) == "".join(words(expected)), (expected, heard)
 
 
 def test_silence_and_empty_audio(engine: WhisperEngine) -> None:
@@ -229,14 +231,23 @@ def test_a_short_clip_that_loops_is_decoded_again_without_timestamp_tokens(
     engine: WhisperEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Robotic French that Whisper base, decoding with timestamp tokens, hears as "m'inquiète,
-    # ou m'inquiète, ...", 65 words.
-    audio = to_16k(sc.fresh_espeak_speech(SENTENCES["fr"][2], "fr"))
-    looped = list(engine._slice_segments(audio, "fr", TranscribeOptions("fr"), BEAM_SIZE, True))
-    assert max(segment.compression_ratio for segment in looped) > LOOP_COMPRESSION_RATIO
+    # ou m'inquiète, ...". Which sentence loops depends on the CPU's floating-point paths
+    # (CTranslate2 picks AVX2 or AVX-512 kernels), so the first that loops here is taken.
+    audio = next(
+        (clip for clip in map(espeak_french, SENTENCES["fr"]) if loops(engine, clip)), None
+    )
+    assert audio is not None, "no French sentence loops with timestamp tokens on this machine"
 
     decodes = recorded_decodes(engine, monkeypatch)
     segments = list(engine.stream(audio, TranscribeOptions("fr")).segments)
     assert decodes == [True, False]
     assert all(segment.compression_ratio <= LOOP_COMPRESSION_RATIO for segment in segments)
-    heard = " ".join(segment.text for segment in segments)
-    assert len(words(heard)) <= len(words(SENTENCES["fr"][2])), heard
+
+
+def espeak_french(text: str) -> np.ndarray[Any, np.dtype[np.float32]]:
+    return to_16k(sc.fresh_espeak_speech(text, "fr"))
+
+
+def loops(engine: WhisperEngine, audio: np.ndarray[Any, np.dtype[np.float32]]) -> bool:
+    decoded = engine._slice_segments(audio, "fr", TranscribeOptions("fr"), BEAM_SIZE, True)
+    return any(segment.compression_ratio > LOOP_COMPRESSION_RATIO for segment in decoded)

