@@ -31,6 +31,7 @@ from voice_service.docs import docs_router
 from voice_service.engines.registry import Engines
 from voice_service.error_handlers import install_error_handlers
 from voice_service.health import router as health_router
+from voice_service.idempotency.expiry import expire_forever
 from voice_service.ledger import Books
 from voice_service.metrics.multiprocess import shared_directory
 from voice_service.metrics.registry import Metrics
@@ -137,6 +138,9 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
         workdir, spool = await asyncio.to_thread(_claim_workdir, settings)
         context.workdir = workdir
         log_writer.start(spool)
+        expiry = asyncio.create_task(
+            expire_forever(sessions, context.samples, context.clock), name="idempotency-expiry"
+        )
         # What start-up made (models, modules, the catalogue) lives as long as the process:
         # out of the collector's sight, a full collection no longer walks it all again
         # (with it in sight, collections took 9 % of a cached GET /voices' time). Garbage
@@ -154,6 +158,7 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
         try:
             yield {STATE_KEY: policy}
         finally:
+            expiry.cancel()
             await tenancy.stop()
             await log_writer.stop()
             if sqlite_writer is not None:

@@ -5,13 +5,15 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Header, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from voice_service.auth.keys import looks_like_secret
 from voice_service.auth.principal import Principal, find_principal
 from voice_service.context import AppContext
 from voice_service.errors import AccountSuspended, InvalidApiKey, ServiceDisabled
+from voice_service.idempotency.keys import HEADER as IDEMPOTENCY_HEADER
+from voice_service.idempotency.keys import claim_idempotency_key
 from voice_service.ledger import Ledger
 from voice_service.vocabulary import Scope, Service
 
@@ -94,3 +96,27 @@ async def get_ledger(request: Request) -> Ledger:
 
 
 RequestLedger = Annotated[Ledger, Depends(get_ledger)]
+
+
+async def idempotency_key(
+    request: Request,
+    context: Context,
+    ledger: RequestLedger,
+    principal: Authenticated,
+    key: Annotated[
+        str | None,
+        Header(
+            alias=IDEMPOTENCY_HEADER,
+            description="1 to 255 printable ASCII characters. The same key with the same "
+            "request within 24 h gets the first answer again (Idempotent-Replayed: true), "
+            "billed once; with another request, 400.",
+        ),
+    ] = None,
+) -> None:
+    if key is not None:
+        await claim_idempotency_key(request, context, ledger, principal, key)
+
+
+# Declared after a route's key check (dependencies resolve in order): claims the request's
+# Idempotency-Key, or answers with the key's stored answer.
+IdempotencyKey = Annotated[None, Depends(idempotency_key)]

@@ -18,6 +18,7 @@ from voice_service.errors import (
     envelope_bytes,
     first_field,
 )
+from voice_service.idempotency.keys import REPLAYED_HEADER, StoredAnswer
 from voice_service.ledger import Ledger
 
 
@@ -71,6 +72,17 @@ def install_error_handlers(app: FastAPI) -> None:
             headers["Allow"] = _allowed_methods(request)
         return error_response(request, error_class(message, headers=headers))
 
+    async def on_stored_answer(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StoredAnswer)
+        Ledger.of(request).replay(exc.error_code)
+        return Response(
+            exc.body,
+            status_code=exc.status,
+            media_type=exc.content_type,
+            headers={REPLAYED_HEADER: "true"},
+        )
+
     app.add_exception_handler(ApiError, on_api_error)
+    app.add_exception_handler(StoredAnswer, on_stored_answer)
     app.add_exception_handler(RequestValidationError, on_validation_error)
     app.add_exception_handler(StarletteHTTPException, on_http_error)

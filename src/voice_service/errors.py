@@ -85,6 +85,18 @@ class UnsupportedMediaType(ApiError):
     default_message = "Unsupported audio file."
 
 
+class IdempotencyKeyInUse(ApiError):
+    # Stripe's answer: the key's first request was still running after this one waited.
+    status, code = 409, "IDEMPOTENCY_KEY_IN_USE"
+    default_message = (
+        "A request with this Idempotency-Key is still running; retry it with the same key "
+        "to get its answer."
+    )
+
+    def __init__(self) -> None:
+        super().__init__(headers={"Retry-After": "1"})
+
+
 class RateLimited(ApiError):
     status, code = 429, "RATE_LIMITED"
     default_message = "Rate limit exceeded for this API key."

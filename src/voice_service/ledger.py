@@ -29,6 +29,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
@@ -48,6 +49,9 @@ from voice_service.requestlog.writer import RequestLogWriter
 from voice_service.usage.caps import Held, drop_hold, hold_units
 from voice_service.usage.charge import Charge
 from voice_service.usage.repository import record_usage
+
+if TYPE_CHECKING:
+    from voice_service.idempotency.keys import HeldKey, SentAnswer
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +96,9 @@ class Ledger:
         self.quota: Quota | None = None  # the rate limit's state, for the response headers
         self._error_code: str | None = None
         self._held: Held | None = None  # units held against a monthly cap
+        self._key: HeldKey | None = None  # the Idempotency-Key this request runs
+        self._replayed = False  # answered with a key's stored answer
+        self._status: int | None = None  # of its row
         self._settled = False  # its row is written (or being written)
         self._streaming = False  # a stream writes its row when it ends
 
@@ -138,6 +145,27 @@ class Ledger:
         async with transaction(self.books.sessions) as session:
             held = await hold_units(session, principal, self.request_id, units, self.books.clock())
         self._held = held
+
+    # --- idempotency ---------------------------------------------------------------------
+
+    def hold_key(self, key: HeldKey) -> None:
+        """This request runs `key`'s request: its billing marks the key billed, and
+        `finish_key` keeps its answer."""
+        self._key = key
+
+    @property
+    def holds_key(self) -> bool:
+        return self._key is not None
+
+    async def finish_key(self, sent: SentAnswer | None) -> None:
+        """The response has gone out (`sent`: what of it the middleware saw)."""
+        if self._key is not None:
+            await self._key.finish(self._status or 500, self._error_code, sent)
+
+    def replay(self, error_code: str | None) -> None:
+        """The answer is a key's stored one: logged as replayed, never billed."""
+        self._replayed = True
+        self._error_code = error_code
 
     # --- how the request ended ------------------------------------------------------------
 
@@ -203,19 +231,26 @@ class Ledger:
                 raise ClientClosedRequest()
             if self._held is not None:
                 await drop_hold(session, self.request_id)  # the usage row counts instead
-            record_usage(session, principal, self.request_id, charge, books.clock())
+            # A run of a key's request after a node died mid-way is billed only if the
+            # first run was not.
+            bills = self._key is None or not self._key.billed_before
+            if self._key is not None:
+                await self._key.billed(session)
+            if bills:
+                record_usage(session, principal, self.request_id, charge, books.clock())
             entry = self._entry(status, None, bytes_sent)
             await insert_entries(session, [entry], books.request_log.keys_to_refresh([entry]))
-        self._settled = True
+        self._settled, self._status = True, status
         books.request_log.announce(entry, principal.key_prefix)
-        books.metrics.count_usage(charge.endpoint, charge.units, principal.org_id)
+        if bills:
+            books.metrics.count_usage(charge.endpoint, charge.units, principal.org_id)
 
     async def _log(
         self, status: int, error_code: str | None, bytes_sent: int | None = None
     ) -> None:
         """The request's one line and row, durable (in the database, or the spool while the
         database cannot take it); a row that fits neither costs only itself."""
-        self._settled = True
+        self._settled, self._status = True, status
         await self._release_hold()
         entry = self._entry(status, error_code, bytes_sent)
         key_prefix = self.principal.key_prefix if self.principal else None
@@ -250,6 +285,7 @@ class Ledger:
             error_code=error_code,
             duration_ms=round((time.monotonic() - self.started) * 1000),
             bytes_sent=bytes_sent,
+            replayed=self._replayed,
         )
 
 

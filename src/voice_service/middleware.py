@@ -19,6 +19,7 @@ from voice_service.errors import (
     RequestTimeout,
     envelope_bytes,
 )
+from voice_service.idempotency.keys import SentAnswer
 from voice_service.ledger import Books, Ledger, log_failure
 from voice_service.usage.caps import UNITS_REMAINING
 from voice_service.vocabulary import megabytes
@@ -48,12 +49,18 @@ class RequestContextMiddleware:
         ledger.attach(scope)
         response_started = False
         presence = ClientPresence(receive, ledger.client_gone)
+        sent: SentAnswer | None = None  # kept for the request's Idempotency-Key
 
         async def send_with_context(message: Message) -> None:
-            nonlocal response_started
-            if message["type"] == "http.response.start":
+            nonlocal response_started, sent
+            if message["type"] == "http.response.body" and sent is not None:
+                sent.body += message.get("body", b"")
+                sent.complete = not message.get("more_body", False)
+            elif message["type"] == "http.response.start":
                 response_started = True
                 headers = MutableHeaders(scope=message)
+                if ledger.holds_key:
+                    sent = SentAnswer(message["status"], headers.get("content-type"))
                 headers["X-Request-ID"] = ledger.request_id
                 if ledger.quota is not None:
                     for name, value in ledger.quota.headers().items():
@@ -81,6 +88,7 @@ class RequestContextMiddleware:
             await send_json_error(send_with_context, error, ledger.request_id, scope["path"])
         finally:
             presence.stop()
+            await ledger.finish_key(sent)
 
 
 class ClientPresence:

@@ -16,6 +16,7 @@ from sqlalchemy import (
     String,
     Text,
     TypeDecorator,
+    false,
     text,
 )
 from sqlalchemy.engine import Dialect
@@ -151,6 +152,8 @@ class RequestLogEntry(Base):
     duration_ms: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     bytes_sent: Mapped[int | None] = mapped_column(BigInteger)  # streamed responses only
+    # An idempotent request's stored answer sent again (never billed).
+    replayed: Mapped[bool] = mapped_column(default=False, server_default=false())
 
 
 class UsageRecord(Base):
@@ -179,6 +182,30 @@ class UnitHold(Base):
     key_id: Mapped[str] = mapped_column(ForeignKey("api_keys.id"))
     units: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class IdempotencyEntry(Base):
+    """An `Idempotency-Key` an organization used in the last 24 h: the request it named
+    (its fingerprint), who runs it, and once done, its answer to send again. The body is
+    kept here, or in the S3 sample store when one is configured (`body_in_store`)."""
+
+    __tablename__ = "idempotency_keys"
+    __table_args__ = (Index("ix_idempotency_keys_expires", "expires_at"),)
+
+    org_id: Mapped[str] = mapped_column(ForeignKey("organizations.id"), primary_key=True)
+    key: Mapped[str] = mapped_column(String(255), primary_key=True)
+    fingerprint: Mapped[str] = mapped_column(String(64))  # SHA-256 of method, path, body
+    request_id: Mapped[str] = mapped_column(String(40))  # the request running (or that ran) it
+    done: Mapped[bool] = mapped_column(default=False)
+    lease_until: Mapped[datetime]  # while not done: when another request may take it over
+    billed: Mapped[bool] = mapped_column(default=False)  # its success's usage row exists
+    status: Mapped[int | None] = mapped_column(Integer)
+    error_code: Mapped[str | None] = mapped_column(String(40))
+    content_type: Mapped[str | None] = mapped_column(String(200))
+    body: Mapped[bytes | None] = mapped_column(LargeBinary)
+    body_in_store: Mapped[bool] = mapped_column(default=False)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    expires_at: Mapped[datetime]
 
 
 class ServiceMeta(Base):

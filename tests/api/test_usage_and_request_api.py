@@ -181,8 +181,9 @@ async def test_status_filter_and_one_request(
         "duration_ms",
         "created_at",
         "bytes_sent",  # null: not a stream
+        "replayed",  # an idempotent retry's stored answer
     }
-    assert one["bytes_sent"] is None
+    assert one["bytes_sent"] is None and one["replayed"] is False
 
 
 async def test_another_organizations_request_is_the_same_404_as_an_unknown_one(

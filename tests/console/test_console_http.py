@@ -20,6 +20,7 @@ from tests.helpers.console import (
 from tests.helpers.servers import Server
 from tests.helpers.voices import JOE
 from voice_service.console.voices import PREVIEWS_PER_MINUTE
+from voice_service.vocabulary import Scope
 
 
 def sign_in_attempt(server: Server, email: str, password: str) -> httpx.Response:
@@ -315,3 +316,64 @@ def _raw_answer_head(server: Server, request: bytes) -> bytes:
         while b"\r\n\r\n" not in answer and (chunk := sock.recv(65536)):
             answer += chunk
     return answer.partition(b"\r\n\r\n")[0].lower() + b"\r\n"  # each header line ends
+
+
+def test_keys_are_created_with_scopes_and_a_cap_and_listed_so(server: Server) -> None:
+    ivan = new_customer(server, "ivan@example.com", "Ivan Org")
+    url = f"/console/orgs/{ivan.org_id}/keys"
+    with signed_in_client(server, ivan.email) as client:
+        page = client.get(url)
+        token = csrf_token(page.text)
+        assert page.text.count('type="checkbox" name="scopes"') == 6
+        nothing = {"name": "none", "scopes_offered": "1", "csrf_token": token}
+        refused = client.post(url, data=nothing)
+        assert refused.status_code == 400 and "at least one of the scopes" in refused.text
+        for cap in ("-1", "1e3", "\uff15"):
+            form = {"name": "capped", "monthly_units": cap, "csrf_token": token}
+            assert client.post(url, data=form).status_code == 400, ascii(cap)
+        scoped = {
+            "name": "reporting",
+            "scopes_offered": "1",
+            "scopes": ["usage:read", "voices:read"],
+            "monthly_units": "5000",
+            "csrf_token": token,
+        }
+        created = client.post(url, data=scoped)
+        assert created.status_code == 200
+        every = {"name": "all", "scopes_offered": "1", "csrf_token": token}
+        client.post(url, data={**every, "scopes": [scope.value for scope in Scope]})
+        listing = client.get(url).text
+    keys = {key["name"]: key for key in cli(server, "keys", "list", ivan.org_id)}
+    assert (keys["reporting"]["scopes"], keys["reporting"]["monthly_units"]) == (
+        ["usage:read", "voices:read"],
+        5000,
+    )
+    assert (keys["all"]["scopes"], keys["all"]["monthly_units"]) == (None, None)
+    assert "<code>usage:read</code>, <code>voices:read</code>" in listing
+    assert "5,000 units" in listing
+
+
+def test_usage_by_key_and_voice_on_the_page_and_in_the_csv(server: Server) -> None:
+    kate = new_customer(server, "kate@example.com", "Kate Org")
+    secret = cli(server, "keys", "create", kate.org_id, "--name", "batch")["secret"]
+    spoken = httpx.post(
+        f"{server.base_url}/text-to-speech",
+        headers={"Authorization": f"Bearer {secret}"},
+        json={"text": "Hello.", "voice_id": JOE},
+        timeout=60,
+    )
+    assert spoken.status_code == 200
+    usage = f"/console/orgs/{kate.org_id}/usage"
+    with signed_in_client(server, kate.email) as client:
+        by_key = client.get(usage, params={"group_by": "key"})
+        by_voice = client.get(usage, params={"group_by": "voice"})
+        csv_by_key = client.get(f"{usage}.csv", params={"group_by": "key"})
+        csv_by_voice = client.get(f"{usage}.csv", params={"group_by": "voice"})
+    assert "Totals by api key" in by_key.text and "batch (" in by_key.text
+    assert "Totals by voice" in by_voice.text and f'title="{JOE}"' in by_voice.text
+    header, row = csv_by_key.text.splitlines()
+    assert header == "date,key_id,key_prefix,key_name,units,requests"
+    assert row.endswith(",batch,6,1")
+    header, row = csv_by_voice.text.splitlines()
+    assert header == "date,voice_id,voice_name,units,requests" and JOE in row
+    assert row.endswith(",6,1")

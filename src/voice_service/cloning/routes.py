@@ -13,7 +13,7 @@ from voice_service.cloning.schemas import (
     DeletedVoice,
 )
 from voice_service.cloning.service import clone_voice, delete_voice, validate_clone_fields
-from voice_service.deps import Context, RequestLedger, require
+from voice_service.deps import Context, IdempotencyKey, RequestLedger, require
 from voice_service.schemas import error_responses, multipart_request_body
 from voice_service.uploads import receive_audio_upload
 from voice_service.vocabulary import Scope, Service
@@ -55,6 +55,7 @@ async def create_clone(
     context: Context,
     ledger: RequestLedger,
     principal: Annotated[Principal, Depends(require(Scope.VOICES_WRITE, Service.CLONING))],
+    _idempotent: IdempotencyKey,
 ) -> ClonedVoice:
     async with receive_audio_upload(
         request, context.settings.max_upload_bytes, context.uploads_dir

@@ -68,6 +68,21 @@ class SampleStore(ABC):
         """Remove samples older than `grace` (default ORPHAN_GRACE) whose voice is not
         live; returns how many."""
 
+    # Idempotent requests' answers are kept where the samples are (idempotency/keeper.py).
+
+    @abstractmethod
+    async def keep_answer(self, name: str, body: bytes) -> bool:
+        """Keep an answer under `name`; False when this store keeps answers in the
+        database (in their idempotency row, which the caller writes)."""
+
+    @abstractmethod
+    async def answer(self, name: str) -> bytes:
+        """An answer `keep_answer` kept."""
+
+    @abstractmethod
+    async def drop_answer(self, name: str) -> None:
+        """Delete a kept answer; one already gone is fine."""
+
 
 class DatabaseSampleStore(SampleStore):
     """Samples in `voice_samples`, inserted and (by `repository.delete_clone`) deleted in
@@ -88,6 +103,15 @@ class DatabaseSampleStore(SampleStore):
 
     async def sweep(self, grace: timedelta | None = None) -> int:
         return 0  # a row never outlives its voice's transactions
+
+    async def keep_answer(self, name: str, body: bytes) -> bool:
+        return False
+
+    async def answer(self, name: str) -> bytes:
+        raise LookupError(f"answers are kept in the database, not as {name!r}")
+
+    async def drop_answer(self, name: str) -> None:
+        pass
 
 
 async def _nothing_to_save(_session: AsyncSession) -> None:
@@ -198,6 +222,25 @@ class S3SampleStore(SampleStore):
             Delete={"Objects": [{"Key": key} for key in orphans], "Quiet": True},
         )
         return len(orphans) - len(answer.get("Errors", []))
+
+    async def keep_answer(self, name: str, body: bytes) -> bool:
+        key = self._answer_key(name)
+        await self._call(self._client.put_object, Bucket=self.bucket, Key=key, Body=body)
+        return True
+
+    async def answer(self, name: str) -> bytes:
+        key = self._answer_key(name)
+        found = await self._call(self._client.get_object, Bucket=self.bucket, Key=key)
+        body: bytes = await asyncio.to_thread(found["Body"].read)
+        return body
+
+    async def drop_answer(self, name: str) -> None:
+        key = self._answer_key(name)
+        await self._call(self._client.delete_object, Bucket=self.bucket, Key=key)
+
+    def _answer_key(self, name: str) -> str:
+        # Three levels under the prefix: `_owner` (the samples' sweep) skips them.
+        return "/".join(part for part in (self.prefix, "idempotency", name) if part)
 
     def _owner(self, key: str) -> tuple[str, str] | None:
         """(org id, voice id) of one of our keys; None for anything else under the prefix."""

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+
 from fastapi import APIRouter, Request, Response
 
 from voice_service.console.audit import Action, record_user_action
@@ -15,10 +18,14 @@ from voice_service.deps import Context
 from voice_service.models import Organization
 from voice_service.tenancy.rate_limits import InvalidRateLimit, parse_rate_limit
 from voice_service.tenancy.service import create_key, revoke_key
+from voice_service.vocabulary import Scope
 
 router = APIRouter()
 
 MAX_KEY_NAME_LENGTH = 200
+ALL_SCOPES = tuple(scope.value for scope in Scope)
+SCOPES_OFFERED = "scopes_offered"  # a hidden field of the form
+_WHOLE_NUMBER = re.compile(r"[0-9]{1,9}")  # ASCII digits; fits the 32-bit column
 
 
 @router.get("/orgs/{org_id}/keys")
@@ -38,6 +45,7 @@ async def _keys_page(
     new_secret: str | None = None,
     error: str | None = None,
     name: str = "",
+    chosen: Sequence[str] = ALL_SCOPES,
 ) -> Response:
     async with context.sessions() as session:
         keys = await org_keys(session, org.id)
@@ -51,6 +59,9 @@ async def _keys_page(
         new_secret=new_secret,
         error=error,
         name=name,
+        scopes=ALL_SCOPES,
+        scopes_offered=SCOPES_OFFERED,
+        chosen=chosen,
         default_rate_limit=context.settings.default_rate_limit,
         max_rate_limit=context.settings.key_rate_limit_ceiling,
     )
@@ -64,14 +75,34 @@ async def create_key_action(
     name = str(form.get("name", "")).strip()
     ceiling = context.settings.key_rate_limit_ceiling
     error, rate_limit = _parse_rate_limit(str(form.get("rate_limit", "")).strip(), ceiling)
+    cap_error, monthly_units = _parse_monthly_units(str(form.get("monthly_units", "")).strip())
+    # The form marks that it offered the scopes: all unchecked is then a mistake, where a
+    # form without them (a script's) means every scope.
+    offered = SCOPES_OFFERED in form
+    chosen = [str(value) for value in form.getlist("scopes")] if offered else list(ALL_SCOPES)
+    error = error or cap_error
     if not name:
         error = "Give the key a name, so that you can tell it apart later."
     elif len(name) > MAX_KEY_NAME_LENGTH:
         error = f"A key name has at most {MAX_KEY_NAME_LENGTH} characters."
+    elif not chosen or not set(chosen) <= set(ALL_SCOPES):
+        error = "Choose what the key may do: at least one of the scopes."
     if error is not None:
-        return await _keys_page(request, context, user, org, status=400, error=error, name=name)
+        return await _keys_page(
+            request, context, user, org, status=400, error=error, name=name, chosen=chosen
+        )
+    # Every scope chosen: a key that may do everything, scopes added later included.
+    scopes = None if set(chosen) == set(ALL_SCOPES) else [Scope(value) for value in chosen]
     async with transaction(context.sessions) as session:
-        created = await create_key(session, context.hasher, org.id, name, rate_limit)
+        created = await create_key(
+            session,
+            context.hasher,
+            org.id,
+            name,
+            rate_limit,
+            scopes=scopes,
+            monthly_units=monthly_units,
+        )
         record_user_action(
             session,
             user,
@@ -93,6 +124,14 @@ def _parse_rate_limit(value: str, ceiling: int) -> tuple[str | None, int | None]
     if rate_limit is None or rate_limit > ceiling:
         return f"The rate limit is a whole number of requests per minute, 1 to {ceiling}.", None
     return None, rate_limit
+
+
+def _parse_monthly_units(value: str) -> tuple[str | None, int | None]:
+    if not value:
+        return None, None
+    if _WHOLE_NUMBER.fullmatch(value) is None:
+        return "The monthly cap is a whole number of units, or empty for none.", None
+    return None, int(value)
 
 
 @router.get("/orgs/{org_id}/keys/{key_id}/revoke")

@@ -15,12 +15,22 @@ from voice_service.console.pages import render
 from voice_service.console.security import secure_headers
 from voice_service.deps import Context
 from voice_service.usage.period import InvalidPeriod, parse_day, usage_period
-from voice_service.usage.repository import DailyUsage, daily_usage, totals
+from voice_service.usage.repository import (
+    DailyUsage,
+    GroupUsage,
+    daily_usage,
+    group_totals,
+    totals,
+    usage_by_key,
+    usage_by_voice,
+)
 
 router = APIRouter()
 
 From = Annotated[str | None, Query(alias="from")]
 To = Annotated[str | None, Query(alias="to")]
+GroupBy = Annotated[str, Query()]
+GROUPINGS: dict[str, str] = {"endpoint": "Endpoint", "key": "API key", "voice": "Voice"}
 
 
 def _period(start: str | None, end: str | None) -> tuple[date, date, str | None]:
@@ -35,6 +45,27 @@ def _period(start: str | None, end: str | None) -> tuple[date, date, str | None]
 async def _rows(context: Context, org_id: str, first: date, last: date) -> list[DailyUsage]:
     async with context.sessions() as session:
         return await daily_usage(session, org_id, first, last)
+
+
+async def _groups(
+    context: Context, org_id: str, first: date, last: date, group_by: str
+) -> list[GroupUsage]:
+    async with context.sessions() as session:
+        if group_by == "key":
+            return await usage_by_key(session, org_id, first, last)
+        return await usage_by_voice(session, org_id, first, last)
+
+
+def _grouping(value: str) -> str:
+    return value if value in GROUPINGS else "endpoint"
+
+
+def _label(group: GroupUsage, grouping: str) -> str:
+    """A key as its name and prefix; a voice as its name (its id, if it has none)."""
+    if grouping == "key":
+        prefix = f"{group.label}…"
+        return prefix if group.name is None else f"{group.name} ({prefix})"
+    return group.label or group.id
 
 
 def _in_order(rows: list[DailyUsage], *, newest_first: bool) -> list[DailyUsage]:
@@ -52,10 +83,14 @@ async def usage_page(
     org: CurrentOrg,
     start: From = None,
     end: To = None,
+    group_by: GroupBy = "endpoint",
 ) -> Response:
     first, last, error = _period(start, end)
     rows = await _rows(context, org.id, first, last)
     summed = totals(rows)
+    grouping = _grouping(group_by)
+    groups = [] if grouping == "endpoint" else await _groups(context, org.id, first, last, grouping)
+    labels = {group.id: _label(group, grouping) for group in groups}
     return render(
         request,
         "usage.html",
@@ -69,6 +104,11 @@ async def usage_page(
         totals=[(endpoint, summed[endpoint]) for endpoint in endpoint_order(summed)],
         colours=endpoint_colours([row.endpoint for row in rows]),
         chart=usage_chart(rows, first, last),
+        group_by=grouping,
+        groupings=GROUPINGS,
+        groups=sorted(groups, key=lambda g: (-g.day.toordinal(), labels[g.id])),
+        group_totals=sorted(group_totals(groups).items(), key=lambda item: -item[1]),
+        labels=labels,
     )
 
 
@@ -79,17 +119,29 @@ async def usage_csv(
     org: CurrentOrg,
     start: From = None,
     end: To = None,
+    group_by: GroupBy = "endpoint",
 ) -> Response:
     first, last, error = _period(start, end)
     if error is not None:
         return secure_headers(Response(error, status_code=400, media_type="text/plain"))
-    rows = await _rows(context, org.id, first, last)
+    grouping = _grouping(group_by)
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow(["date", "endpoint", "units", "requests"])
-    for row in _in_order(rows, newest_first=False):
-        writer.writerow([row.day.isoformat(), row.endpoint, row.units, row.requests])
-    filename = f"usage-{org.id}-{first.isoformat()}-{last.isoformat()}.csv"
+    if grouping == "endpoint":
+        writer.writerow(["date", "endpoint", "units", "requests"])
+        for row in _in_order(await _rows(context, org.id, first, last), newest_first=False):
+            writer.writerow([row.day.isoformat(), row.endpoint, row.units, row.requests])
+    else:
+        groups = await _groups(context, org.id, first, last, grouping)
+        if grouping == "key":
+            writer.writerow(["date", "key_id", "key_prefix", "key_name", "units", "requests"])
+        else:
+            writer.writerow(["date", "voice_id", "voice_name", "units", "requests"])
+        for g in groups:
+            named = [g.label, g.name] if grouping == "key" else [g.label]
+            writer.writerow([g.day.isoformat(), g.id, *named, g.units, g.requests])
+    suffix = "" if grouping == "endpoint" else f"-by-{grouping}"
+    filename = f"usage-{org.id}-{first.isoformat()}-{last.isoformat()}{suffix}.csv"
     response = Response(
         out.getvalue(),
         media_type="text/csv; charset=utf-8",

@@ -15,7 +15,7 @@ from fastapi import APIRouter, Depends, Request, Response
 from voice_service.audio.encode import FORMATS
 from voice_service.audio.formats import OPENAI_AUDIO
 from voice_service.auth.principal import Principal
-from voice_service.deps import Authenticated, Context, RequestLedger, require
+from voice_service.deps import Authenticated, Context, IdempotencyKey, RequestLedger, require
 from voice_service.engines.protocols import TranscribeOptions
 from voice_service.errors import ApiError, InvalidRequest, NotFound
 from voice_service.ledger import Ledger
@@ -69,6 +69,7 @@ async def speech(
     context: Context,
     ledger: RequestLedger,
     principal: Annotated[Principal, Depends(require(Scope.TEXT_TO_SPEECH, Service.TEXT_TO_SPEECH))],
+    _idempotent: IdempotencyKey,
 ) -> MeteredStream:
     body = await parse_json(request, SpeechBody)
     assert context.voice_listing is not None
@@ -101,6 +102,7 @@ async def transcriptions(
     context: Context,
     ledger: RequestLedger,
     _: Annotated[Principal, Depends(require(Scope.SPEECH_TO_TEXT, Service.SPEECH_TO_TEXT))],
+    _idempotent: IdempotencyKey,
 ) -> Response:
     return await _transcribe(request, context, ledger, "transcribe", UsageEndpoint.SPEECH_TO_TEXT)
 
@@ -111,6 +113,7 @@ async def translations(
     context: Context,
     ledger: RequestLedger,
     _: Annotated[Principal, Depends(require(Scope.SPEECH_TO_TEXT, Service.SPEECH_TO_TEXT))],
+    _idempotent: IdempotencyKey,
 ) -> Response:
     return await _transcribe(request, context, ledger, "translate", UsageEndpoint.TRANSLATION)
 

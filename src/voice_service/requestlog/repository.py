@@ -30,6 +30,7 @@ class LogEntry:
     duration_ms: int
     created_at: datetime = field(default_factory=utcnow)
     bytes_sent: int | None = None  # what a streamed response delivered
+    replayed: bool = False  # an idempotent request's stored answer, sent again
 
 
 _ENTRY_FIELDS = tuple(field.name for field in fields(LogEntry))

@@ -20,6 +20,10 @@ class LoggedRequest(BaseModel):
         description="Bytes of a streamed response delivered before it ended; null when "
         "the response was not streamed."
     )
+    replayed: bool = Field(
+        description="A retry with an Idempotency-Key answered with the first request's "
+        "stored answer; never billed."
+    )
 
     @classmethod
     def of(cls, row: RequestLogEntry) -> LoggedRequest:
@@ -32,6 +36,7 @@ class LoggedRequest(BaseModel):
             duration_ms=row.duration_ms,
             created_at=row.created_at,
             bytes_sent=row.bytes_sent,
+            replayed=row.replayed,
         )
 
 

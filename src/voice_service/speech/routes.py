@@ -6,7 +6,7 @@ from fastapi import APIRouter, Depends, Request, Response
 
 from voice_service.audio.encode import FORMATS, OutputFormat
 from voice_service.auth.principal import Principal
-from voice_service.deps import Context, RequestLedger, require
+from voice_service.deps import Context, IdempotencyKey, RequestLedger, require
 from voice_service.schemas import error_responses, json_request_body, parse_json
 from voice_service.speech.schemas import SpeechRequest
 from voice_service.speech.service import stream_speech, synthesize_speech
@@ -33,6 +33,7 @@ async def text_to_speech(
     context: Context,
     ledger: RequestLedger,
     principal: Annotated[Principal, Depends(require(Scope.TEXT_TO_SPEECH, Service.TEXT_TO_SPEECH))],
+    _idempotent: IdempotencyKey,
 ) -> Response:
     body = await parse_json(request, SpeechRequest)
     audio = await synthesize_speech(context, principal, ledger, body)
@@ -60,6 +61,7 @@ async def text_to_speech_stream(
     context: Context,
     ledger: RequestLedger,
     principal: Annotated[Principal, Depends(require(Scope.TEXT_TO_SPEECH, Service.TEXT_TO_SPEECH))],
+    _idempotent: IdempotencyKey,
 ) -> MeteredStream:
     body = await parse_json(request, SpeechRequest)
     speech = await stream_speech(

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Depends, Request
 
 from voice_service.audio.formats import NATIVE_AUDIO
 from voice_service.auth.principal import Principal
-from voice_service.deps import Context, RequestLedger, require
+from voice_service.deps import Context, IdempotencyKey, RequestLedger, require
 from voice_service.engines.protocols import TranscribeOptions
 from voice_service.ledger import Ledger
 from voice_service.schemas import error_responses, multipart_request_body
@@ -72,6 +72,7 @@ async def speech_to_text(
     context: Context,
     ledger: RequestLedger,
     _: Annotated[Principal, Depends(require(Scope.SPEECH_TO_TEXT, Service.SPEECH_TO_TEXT))],
+    _idempotent: IdempotencyKey,
 ) -> Transcript:
     return await _transcribe(request, context, ledger, UsageEndpoint.SPEECH_TO_TEXT)
 
@@ -88,5 +89,6 @@ async def asr(
     context: Context,
     ledger: RequestLedger,
     _: Annotated[Principal, Depends(require(Scope.ASR, Service.ASR))],
+    _idempotent: IdempotencyKey,
 ) -> Transcript:
     return await _transcribe(request, context, ledger, UsageEndpoint.ASR)
