@@ -53,9 +53,12 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def service_env(data_dir: Path) -> dict[str, str]:
-    """A fresh embedded install: SQLite in `data_dir`, in-memory rate limits, own pepper."""
+def service_env(data_dir: Path, source: Path | None = None) -> dict[str, str]:
+    """A fresh embedded install: SQLite in `data_dir`, in-memory rate limits, own pepper;
+    the package from `source` (another revision's `src`) instead of the installed one."""
     env = {**os.environ, "VOICE_SERVICE_DATA_DIR": str(data_dir)}
+    if source is not None:
+        env["PYTHONPATH"] = str(source)
     env["VOICE_SERVICE_DATABASE_URL"] = f"sqlite+aiosqlite:///{data_dir / 'voice-service.db'}"
     env.pop("VOICE_SERVICE_REDIS_URL", None)
     env.pop("VOICE_SERVICE_KEY_PEPPER", None)
@@ -63,14 +66,18 @@ def service_env(data_dir: Path) -> dict[str, str]:
 
 
 def start_service(
-    data_dir: Path, workers: int = 1, redis_url: str | None = None
+    data_dir: Path,
+    workers: int = 1,
+    redis_url: str | None = None,
+    source: Path | None = None,
 ) -> tuple[Server, dict[str, str]]:
     """`python -m voice_service serve --workers N --json`, with rate limits in Redis if
-    `redis_url` is given; returns the server and its first-start JSON."""
+    `redis_url` is given (see `service_env` for `source`); returns the server and its
+    first-start JSON."""
     port = free_port()
     out_path, err_path = data_dir / "serve.out", data_dir / "serve.err"
     out, err = out_path.open("wb"), err_path.open("wb")
-    env = service_env(data_dir)
+    env = service_env(data_dir, source)
     if redis_url:
         env["VOICE_SERVICE_REDIS_URL"] = redis_url
     command = [PYTHON, "-m", "voice_service", "serve", "--port", str(port), "--json"]
@@ -137,12 +144,12 @@ def _wait_ready(server: Server, deadline: float, err_path: Path) -> None:
     raise RuntimeError("the server never became ready")
 
 
-def create_key(data_dir: Path, org_id: str, rate_limit: int) -> str:
+def create_key(data_dir: Path, org_id: str, rate_limit: int, source: Path | None = None) -> str:
     """`python -m voice_service keys create ORG --rate-limit N --json`, as an operator would."""
     command = [PYTHON, "-m", "voice_service", "keys", "create", org_id, "--json"]
     created = subprocess.run(
         [*command, "--rate-limit", str(rate_limit)],
-        env=service_env(data_dir),
+        env=service_env(data_dir, source),
         cwd=data_dir,
         capture_output=True,
         text=True,

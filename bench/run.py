@@ -29,7 +29,13 @@ from typing import Any, TypeVar
 
 import httpx
 
-from bench import clone_similarity, provider_overhead, stt_quality, tts_quality
+from bench import (
+    clone_similarity,
+    ledger_overhead,
+    provider_overhead,
+    stt_quality,
+    tts_quality,
+)
 from bench.procs import (
     PYTHON,
     REPO,
@@ -245,6 +251,37 @@ def gateway_workers(plan: Plan, work: Path) -> tuple[list[Figure], dict[str, Any
                "req/s"),
     ]  # fmt: skip
     return figures, {"1": results[1], "2": results[2]}
+
+
+def ledger_cost(svc: Service, plan: Plan, work: Path) -> tuple[list[Figure], dict[str, Any]]:
+    """GET /voices from this revision and from the one before the request ledger (see
+    bench.ledger_overhead), in alternated rounds of the same load."""
+    with ledger_overhead.revision_source(work) as source:
+        if source is None:
+            print("no git history here: the figure against the revision before is left out")
+            return [], {"skipped": "no git history"}
+        data_dir = work / "before-ledger"
+        data_dir.mkdir()
+        before, first = start_service(data_dir, source=source)
+        try:
+            key = create_key(data_dir, first["org_id"], rate_limit=10_000_000, source=source)
+            old_url, old_auth = f"{first['base_url']}/voices", {"Authorization": f"Bearer {key}"}
+            now_rps, before_rps = [], []
+            for _ in range(max(2, plan.rounds)):
+                now_rps.append(_load(f"{svc.base}/voices", svc.auth, plan, 16)["rps"])
+                before_rps.append(_load(old_url, old_auth, plan, 16)["rps"])
+        finally:
+            before.stop()
+    now, then = statistics.median(now_rps), statistics.median(before_rps)
+    figures = [
+        Figure("ledger_voices_ratio",
+               "15. GET /voices: this revision / before the ledger, throughput",
+               now / then, "x", ">=", 0.95),
+        Figure("ledger_voices_now_rps", "15. GET /voices, this revision", now, "req/s"),
+        Figure("ledger_voices_before_rps", "15. GET /voices, before the ledger (3e6d989)",
+               then, "req/s"),
+    ]  # fmt: skip
+    return figures, {"now_rps": now_rps, "before_rps": before_rps}
 
 
 # --- 2. text to speech ----------------------------------------------------------------------
@@ -677,6 +714,7 @@ def run(plan: Plan, work: Path) -> dict[str, Any]:
             # and later steps leave onnxruntime's arena grown to their own peak.
             ("tts_memory", lambda: tts_memory(svc, plan)),
             ("gateway", lambda: gateway(svc, plan, work)),
+            ("ledger_cost", lambda: ledger_cost(svc, plan, work)),
             ("tts", lambda: text_to_speech(svc, plan, piper, settings)),
             ("stt", lambda: transcription(svc, plan, clip, pcm.duration_seconds, settings)),
             ("responsiveness", lambda: responsiveness(svc, plan, clip, settings.pool_size)),

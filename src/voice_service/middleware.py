@@ -65,7 +65,9 @@ class RequestContextMiddleware:
                 if ledger.quota is not None:
                     for name, value in ledger.quota.headers().items():
                         headers.setdefault(name, value)
-                if ledger.units_remaining is not None:
+                # What a capped request leaves once billed; a failure is not billed (a 429
+                # past a cap says what is left itself).
+                if ledger.units_remaining is not None and message["status"] < 400:
                     headers.setdefault(UNITS_REMAINING, str(ledger.units_remaining))
                 await ledger.answered(message["status"])
             await send(message)

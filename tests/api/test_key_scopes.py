@@ -75,19 +75,21 @@ async def test_a_key_without_the_scope_is_refused_naming_it(
     args: dict[str, object],
 ) -> None:
     others = [other for other in Scope if other != scope]
-    lacking = await tenants.add_key(tenant, scopes=others)
-    response = await call(client, lacking, method, path, args)
-    assert response.status_code == 403, response.text
     message = f"This API key lacks the {scope.value} scope."
-    if path.startswith("/v1/"):  # OpenAI's error shape
-        assert response.json()["error"] == {
-            "message": message,
-            "type": "permission_error",
-            "param": None,
-            "code": "service_disabled",
-        }
-    else:
-        assert assert_error(response, 403, "SERVICE_DISABLED")["message"] == message
+    # Every other scope together, and each alone: none of them covers this endpoint.
+    for lacking_scopes in [others, *([other] for other in others)]:
+        lacking = await tenants.add_key(tenant, scopes=lacking_scopes)
+        response = await call(client, lacking, method, path, args)
+        assert response.status_code == 403, (lacking_scopes, response.text)
+        if path.startswith("/v1/"):  # OpenAI's error shape
+            assert response.json()["error"] == {
+                "message": message,
+                "type": "permission_error",
+                "param": None,
+                "code": "service_disabled",
+            }
+        else:
+            assert assert_error(response, 403, "SERVICE_DISABLED")["message"] == message
 
     having = await tenants.add_key(tenant, scopes=[scope])
     served = await call(client, having, method, path, args)

@@ -34,7 +34,8 @@ from voice_service.app import create_app
 from voice_service.cloning import repository, samples
 from voice_service.cloning.samples import S3SampleStore
 from voice_service.engines.registry import Engines
-from voice_service.models import Voice, VoiceSample
+from voice_service.idempotency.expiry import remove_expired
+from voice_service.models import IdempotencyEntry, Voice, VoiceSample, utcnow
 from voice_service.settings import Settings
 
 pytestmark = pytest.mark.anyio
@@ -263,6 +264,38 @@ async def test_s3_clones_that_fail_leave_no_object(
     assert_error(await clone(s3_client, tenant, silent_sample), 400, "INVALID_REQUEST")
     created = next(r for r in responses if r.status_code == 201).json()["voice"]["id"]
     assert keys(s3, bucket) == [f"{PREFIX}/{tenant.org_id}/{created}"]
+
+
+async def test_s3_keeps_idempotent_answers_beside_the_samples(
+    s3_app: FastAPI,
+    s3_client: httpx.AsyncClient,
+    s3: Any,
+    bucket: str,
+    tenants: Tenants,
+    tenant: Tenant,
+    sample: bytes,
+) -> None:
+    headers = {**tenant.headers, "Idempotency-Key": "clone-once"}
+    form = {"name": "Kept", "consent": "true"}
+    files = {"file": ("sample.wav", sample, "audio/wav")}
+    first = await s3_client.post("/voices/clone", headers=headers, data=form, files=files)
+    again = await s3_client.post("/voices/clone", headers=headers, data=form, files=files)
+    assert first.status_code == again.status_code == 201
+    assert again.content == first.content and again.headers["Idempotent-Replayed"] == "true"
+    voice_id = first.json()["voice"]["id"]
+    answer = f"{PREFIX}/idempotency/{tenant.org_id}/{first.headers['X-Request-ID']}"
+    assert keys(s3, bucket) == sorted([f"{PREFIX}/{tenant.org_id}/{voice_id}", answer])
+    assert s3.get_object(Bucket=bucket, Key=answer)["Body"].read() == first.content
+    entry = await tenants.run(lambda s: s.get(IdempotencyEntry, (tenant.org_id, "clone-once")))
+    assert entry is not None and entry.body_in_store and entry.body is None
+    assert await usage_units(tenants, tenant.org_id) == [("voices/clone", 1)]
+
+    # The sweep of orphaned samples leaves answers alone; expiry removes them.
+    assert await s3_store(s3_app).sweep(grace=timedelta(0)) == 0
+    context = s3_app.state.context
+    later = utcnow() + timedelta(days=2)
+    assert await remove_expired(context.sessions, context.samples, lambda: later) >= 1
+    assert keys(s3, bucket) == [f"{PREFIX}/{tenant.org_id}/{voice_id}"]
 
 
 async def fail_while_saving(
