@@ -189,6 +189,20 @@ async def test_a_retry_racing_its_first_request_on_another_node_waits_and_replay
     assert await usage_units(tenants, tenant.org_id) == [("text-to-speech", len(text))]
 
 
+async def test_a_key_outlives_a_restart(
+    tmp_path: Path, own_database: str, engines: Engines
+) -> None:
+    settings = make_settings(tmp_path, own_database)
+    tenants = Tenants(settings)
+    async with running(create_app(settings, engines)) as client:
+        tenant = await tenants.create()
+        first = await tts(client, tenant, "before-restart")
+    async with running(create_app(settings, engines)) as client:
+        again = await tts(client, tenant, "before-restart")
+    assert again.headers["Idempotent-Replayed"] == "true" and again.content == first.content
+    assert await usage_units(tenants, tenant.org_id) == [("text-to-speech", 12)]
+
+
 async def test_an_expired_key_runs_again_and_expired_entries_are_removed(
     tmp_path: Path, own_database: str, engines: Engines
 ) -> None:
