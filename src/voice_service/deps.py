@@ -30,11 +30,10 @@ async def get_context(request: Request) -> AppContext:
 Context = Annotated[AppContext, Depends(get_context)]
 
 
-async def authenticate(
-    request: Request,
-    context: Context,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> Principal:
+Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+
+
+async def authenticate(request: Request, context: Context, credentials: Credentials) -> Principal:
     if credentials is None or not looks_like_secret(credentials.credentials):
         raise InvalidApiKey()
     secret_hash = context.hasher.hash(credentials.credentials)
@@ -73,10 +72,12 @@ Authenticated = Annotated[Principal, Depends(authenticate)]
 
 def require(
     scope: Scope, service: Service | None = None
-) -> Callable[[Principal], Awaitable[Principal]]:
+) -> Callable[[Request, AppContext, HTTPAuthorizationCredentials | None], Awaitable[Principal]]:
     """The caller's key, if it has `scope` and `service` is not disabled for it."""
 
-    async def check(principal: Authenticated) -> Principal:
+    # One dependency, not one on top of `Authenticated`: each level costs every request.
+    async def check(request: Request, context: Context, credentials: Credentials) -> Principal:
+        principal = await authenticate(request, context, credentials)
         message = principal.missing_scope_message(scope)
         if message is not None:
             raise ServiceDisabled(message)
@@ -102,7 +103,6 @@ async def idempotency_key(
     request: Request,
     context: Context,
     ledger: RequestLedger,
-    principal: Authenticated,
     key: Annotated[
         str | None,
         Header(
@@ -114,7 +114,8 @@ async def idempotency_key(
     ] = None,
 ) -> None:
     if key is not None:
-        await claim_idempotency_key(request, context, ledger, principal, key)
+        assert ledger.principal is not None, "declared after the route's key check"
+        await claim_idempotency_key(request, context, ledger, ledger.principal, key)
 
 
 # Declared after a route's key check (dependencies resolve in order): claims the request's

@@ -76,6 +76,24 @@ class Ledger:
     """One request's entry in the books. `client_gone` is set once its client has hung up
     (known only after its request body has been read)."""
 
+    __slots__ = (
+        "_error_code",
+        "_held",
+        "_key",
+        "_replayed",
+        "_settled",
+        "_status",
+        "_streaming",
+        "books",
+        "client_gone",
+        "method",
+        "path",
+        "principal",
+        "quota",
+        "request_id",
+        "started",
+    )
+
     def __init__(
         self,
         books: Books,

@@ -90,7 +90,8 @@ class RequestContextMiddleware:
             await send_json_error(send_with_context, error, ledger.request_id, scope["path"])
         finally:
             presence.stop()
-            await ledger.finish_key(sent)
+            if ledger.holds_key:
+                await ledger.finish_key(sent)
 
 
 class ClientPresence:
