@@ -349,8 +349,8 @@ def test_keys_are_created_with_scopes_and_a_cap_and_listed_so(server: Server) ->
         5000,
     )
     assert (keys["all"]["scopes"], keys["all"]["monthly_units"]) == (None, None)
-    assert "<code>usage:read</code>, <code>voices:read</code>" in listing
-    assert "5,000 units" in listing
+    assert "<code>usage:read</code> <code>voices:read</code>" in listing
+    assert "5,000 units/month" in listing
 
 
 def test_usage_by_key_and_voice_on_the_page_and_in_the_csv(server: Server) -> None:
