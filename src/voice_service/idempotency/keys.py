@@ -159,13 +159,13 @@ async def claim_idempotency_key(
     if _VALID_KEY.fullmatch(key) is None:
         raise InvalidRequest(f"{HEADER}: 1 to 255 printable ASCII characters.", param=HEADER)
     body = await request.body()  # kept by the request for its handler to parse
-    print_ = fingerprint(
+    digest = fingerprint(
         request.method, request.url.path, request.headers.get("content-type"), body
     )
     settings = context.settings
     give_up = time.monotonic() + settings.queue_timeout_seconds + settings.inference_timeout_seconds
     while True:
-        outcome = await _claim(context, principal.org_id, key, print_, ledger.request_id)
+        outcome = await _claim(context, principal.org_id, key, digest, ledger.request_id)
         if isinstance(outcome, repository.Claimed):
             if outcome.stale_answer is not None:
                 with contextlib.suppress(Exception):  # an orphan costs only storage
@@ -201,11 +201,11 @@ async def claim_idempotency_key(
 
 
 async def _claim(
-    context: AppContext, org_id: str, key: str, print_: str, request_id: str
+    context: AppContext, org_id: str, key: str, digest: str, request_id: str
 ) -> repository.Claim:
     try:
         async with transaction(context.sessions) as session:
-            return await repository.claim(session, org_id, key, print_, request_id, context.clock())
+            return await repository.claim(session, org_id, key, digest, request_id, context.clock())
     except IntegrityError:  # another request inserted the key first
         return repository.Running()
 
