@@ -377,3 +377,20 @@ def test_usage_by_key_and_voice_on_the_page_and_in_the_csv(server: Server) -> No
     header, row = csv_by_voice.text.splitlines()
     assert header == "date,voice_id,voice_name,units,requests" and JOE in row
     assert row.endswith(",6,1")
+
+
+def test_the_request_log_marks_replayed_answers(server: Server) -> None:
+    leo = new_customer(server, "leo@example.com", "Leo Org")
+    secret = cli(server, "keys", "create", leo.org_id)["secret"]
+    headers = {"Authorization": f"Bearer {secret}", "Idempotency-Key": "once"}
+    for _ in range(2):
+        spoken = httpx.post(
+            f"{server.base_url}/text-to-speech",
+            headers=headers,
+            json={"text": "Hi", "voice_id": JOE},
+            timeout=60,
+        )
+        assert spoken.status_code == 200
+    with signed_in_client(server, leo.email) as client:
+        page = client.get(f"/console/orgs/{leo.org_id}/requests").text
+    assert page.count(">replayed</span>") == 1
