@@ -87,7 +87,7 @@ async def harness(app: tuple[FastAPI, Tenants]) -> AsyncIterator[Harness]:
     application, tenants = app
     async with running(application):
         context: AppContext = application.state.context
-        books = Books(context.sessions, context.request_log, context.metrics)
+        books = context.books
         yield Harness(books, tenants, await tenants.create())
 
 

@@ -110,6 +110,7 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
         clone_listings=FreshCache(tenancy, MAX_CACHED_CLONE_LISTINGS),
         password_checks=PasswordChecks(),
         providers=Providers.from_settings(settings, metrics),
+        books=books,
     )
 
     @asynccontextmanager
@@ -139,7 +140,7 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
         context.workdir = workdir
         log_writer.start(spool)
         expiry = asyncio.create_task(
-            expire_forever(sessions, context.samples, context.clock), name="idempotency-expiry"
+            expire_forever(sessions, context.samples, books.clock), name="idempotency-expiry"
         )
         # What start-up made (models, modules, the catalogue) lives as long as the process:
         # out of the collector's sight, a full collection no longer walks it all again

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
@@ -15,8 +13,8 @@ from voice_service.cloning.samples import SampleStore
 from voice_service.console.password_checks import PasswordChecks
 from voice_service.engines.deadline import InferenceBudget
 from voice_service.engines.registry import Engines
+from voice_service.ledger import Books
 from voice_service.metrics.registry import Metrics
-from voice_service.models import utcnow
 from voice_service.pool import InferencePool
 from voice_service.providers.table import Providers
 from voice_service.ratelimit import RateLimiter
@@ -43,7 +41,7 @@ class AppContext:
     clone_listings: FreshCache[str, bytes]  # GET /voices bodies by organization id
     password_checks: PasswordChecks  # console sign-ins' argon2, off the event loop
     providers: Providers  # inference on other servers, from the providers file
-    clock: Callable[[], datetime] = utcnow  # dates idempotency keys' leases and expiry
+    books: Books  # what requests' ledgers write to (ledger.py), and its clock
     # Set by the lifespan once models are loaded and the catalogue synced.
     engines: Engines | None = None
     voice_listing: VoiceListing | None = None

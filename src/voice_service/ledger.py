@@ -61,10 +61,11 @@ OUTAGES = (OSError, TimeoutError, OperationalError, InterfaceError, PoolTimeout)
 _SCOPE_KEY = "ledger"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Books:
     """Where the rows go: the database, the request-log writer, and the metrics that
-    count each row once it exists; `clock` dates usage and places it in its month."""
+    count each row once it exists; `clock` dates usage, places it in its month, and dates
+    idempotency keys' leases and expiry (one clock, which tests may set)."""
 
     sessions: async_sessionmaker[AsyncSession]
     request_log: RequestLogWriter

@@ -214,7 +214,7 @@ async def test_an_expired_key_runs_again_and_expired_entries_are_removed(
         context = app.state.context
         assert (await tts(client, tenant, "daily")).status_code == 200
         tomorrow = utcnow() + timedelta(hours=24, seconds=1)
-        context.clock = lambda: tomorrow
+        context.books.clock = lambda: tomorrow
         again = await tts(client, tenant, "daily")
         assert again.status_code == 200 and "Idempotent-Replayed" not in again.headers
         assert await usage_units(tenants, tenant.org_id) == [("text-to-speech", 12)] * 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import httpx
@@ -21,7 +22,7 @@ from voice_service.auth.principal import principal_for_key
 from voice_service.context import AppContext
 from voice_service.engines.registry import Engines
 from voice_service.errors import ProviderError, RateLimited
-from voice_service.ledger import Books, Ledger
+from voice_service.ledger import Ledger
 from voice_service.models import RequestLogEntry, UnitHold, UsageRecord
 from voice_service.settings import Settings
 from voice_service.tenancy.service import set_org_cap
@@ -135,7 +136,7 @@ async def app_context(app: FastAPI) -> AsyncIterator[AppContext]:
 async def capped_ledger(
     context: AppContext, tenants: Tenants, tenant: Tenant, now: datetime
 ) -> Ledger:
-    books = Books(context.sessions, context.request_log, context.metrics, clock=lambda: now)
+    books = replace(context.books, clock=lambda: now)
     ledger = Ledger(books, "POST", "/api/v1/text-to-speech")
     principal = await tenants.run(lambda s: principal_for_key(s, tenant.key_id))
     assert principal is not None and principal.capped

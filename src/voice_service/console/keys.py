@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from fastapi import APIRouter, Request, Response
@@ -16,7 +15,12 @@ from voice_service.console.sessions import SignedIn
 from voice_service.db import transaction
 from voice_service.deps import Context
 from voice_service.models import Organization
-from voice_service.tenancy.rate_limits import InvalidRateLimit, parse_rate_limit
+from voice_service.tenancy.rate_limits import (
+    InvalidRateLimit,
+    InvalidUnitCap,
+    parse_rate_limit,
+    parse_unit_cap,
+)
 from voice_service.tenancy.service import create_key, revoke_key
 from voice_service.vocabulary import Scope
 
@@ -25,7 +29,6 @@ router = APIRouter()
 MAX_KEY_NAME_LENGTH = 200
 ALL_SCOPES = tuple(scope.value for scope in Scope)
 SCOPES_OFFERED = "scopes_offered"  # a hidden field of the form
-_WHOLE_NUMBER = re.compile(r"[0-9]{1,9}")  # ASCII digits; fits the 32-bit column
 
 
 @router.get("/orgs/{org_id}/keys")
@@ -129,9 +132,10 @@ def _parse_rate_limit(value: str, ceiling: int) -> tuple[str | None, int | None]
 def _parse_monthly_units(value: str) -> tuple[str | None, int | None]:
     if not value:
         return None, None
-    if _WHOLE_NUMBER.fullmatch(value) is None:
+    try:
+        return None, parse_unit_cap(value)
+    except InvalidUnitCap:
         return "The monthly cap is a whole number of units, or empty for none.", None
-    return None, int(value)
 
 
 @router.get("/orgs/{org_id}/keys/{key_id}/revoke")

@@ -176,7 +176,7 @@ async def claim_idempotency_key(
                 HeldKey(
                     context.sessions,
                     context.samples,
-                    context.clock,
+                    context.books.clock,
                     principal.org_id,
                     key,
                     ledger.request_id,
@@ -205,7 +205,9 @@ async def _claim(
 ) -> repository.Claim:
     try:
         async with transaction(context.sessions) as session:
-            return await repository.claim(session, org_id, key, digest, request_id, context.clock())
+            return await repository.claim(
+                session, org_id, key, digest, request_id, context.books.clock()
+            )
     except IntegrityError:  # another request inserted the key first
         return repository.Running()
 

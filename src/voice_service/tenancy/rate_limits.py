@@ -1,4 +1,4 @@
-"""A key's rate limit as people type it, in the console's form or on the CLI."""
+"""A key's limits as people type them, in the console's form or on the CLI."""
 
 from __future__ import annotations
 
@@ -13,6 +13,17 @@ _WHOLE_NUMBER = re.compile(r"[0-9]{1,9}")
 
 class InvalidRateLimit(ValueError):
     pass
+
+
+class InvalidUnitCap(ValueError):
+    pass
+
+
+def parse_unit_cap(text: str) -> int:
+    """Billed units per month, a whole number from 0 written in ASCII digits."""
+    if _WHOLE_NUMBER.fullmatch(text) is None:
+        raise InvalidUnitCap(f"{text!r} is not a whole number of units.")
+    return int(text)
 
 
 def parse_rate_limit(text: str) -> int:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -126,17 +126,18 @@ async def usage_by_voice(
 
 def totals(rows: Sequence[DailyUsage]) -> dict[str, int]:
     """Units per endpoint over `rows`."""
-    summed: dict[str, int] = {}
-    for row in rows:
-        summed[row.endpoint] = summed.get(row.endpoint, 0) + row.units
-    return dict(sorted(summed.items()))
+    return _summed((row.endpoint, row.units) for row in rows)
 
 
 def group_totals(groups: Sequence[GroupUsage]) -> dict[str, int]:
     """Units per key or voice id over `groups`."""
+    return _summed((group.id, group.units) for group in groups)
+
+
+def _summed(pairs: Iterable[tuple[str, int]]) -> dict[str, int]:
     summed: dict[str, int] = {}
-    for group in groups:
-        summed[group.id] = summed.get(group.id, 0) + group.units
+    for name, units in pairs:
+        summed[name] = summed.get(name, 0) + units
     return dict(sorted(summed.items()))
 
 
