@@ -4,6 +4,7 @@ serve`, as a new user pastes them: every one answers 2xx and leaves the files th
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -62,6 +63,9 @@ def test_the_readme_runs_top_to_bottom(tmp_path: Path) -> None:
         assert done.returncode == 0, done.stderr + done.stdout
         for name in ("hello.mp3", "hola.mp3", "streamed.mp3", "sample.wav", "narrator.mp3"):
             assert audio_seconds(work / name) > 0.5, name
+        assert (work / "hold.ulaw").stat().st_size > 8_000  # a byte a sample at 8 kHz
+        captions = json.loads((work / "captions.json").read_text())
+        assert "".join(captions["alignment"]["characters"]) == "Captions follow the voice."
         # hola.mp3 is Spanish, as the OpenAI section's translation example needs.
         heard = httpx.post(
             f"{server.base_url}/speech-to-text",

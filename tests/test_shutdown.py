@@ -13,7 +13,7 @@ import httpx
 
 from tests.helpers import speech_clips as clips
 from tests.helpers.servers import running_server
-from voice_service.audio.encode import OutputFormat, encode
+from voice_service.audio.encode import MP3, encode
 
 TEXT = " ".join(clips.ENGLISH_TEXTS) * 3  # about a minute of speech: seconds to transcribe
 
@@ -25,7 +25,7 @@ def uploads_in_progress(data_dir: Path) -> list[Path]:
 
 
 def test_sigterm_during_a_transcription_lets_it_finish_then_exits_0(tmp_path: Path) -> None:
-    audio = encode([clips.english_speech(TEXT)], OutputFormat.MP3)
+    audio = encode([clips.english_speech(TEXT)], MP3)
     with running_server(tmp_path, drain_timeout_seconds="120") as server:
         answers: list[httpx.Response] = []
 

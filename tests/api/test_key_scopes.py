@@ -22,6 +22,13 @@ WAV = ("a.wav", silent_wav(8000, 16000), "audio/wav")
 ENDPOINTS: list[tuple[str, str, Scope, dict[str, object]]] = [
     ("POST", "/api/v1/text-to-speech", Scope.TEXT_TO_SPEECH, {"json": {"voice_id": JOE}}),
     ("POST", "/api/v1/text-to-speech/stream", Scope.TEXT_TO_SPEECH, {"json": {}}),
+    ("POST", "/api/v1/text-to-speech/with-timestamps", Scope.TEXT_TO_SPEECH, {"json": {}}),
+    (
+        "POST",
+        "/api/v1/text-to-speech/with-timestamps/stream",
+        Scope.TEXT_TO_SPEECH,
+        {"json": {}},
+    ),
     ("POST", "/v1/audio/speech", Scope.TEXT_TO_SPEECH, {"json": {}}),
     (
         "POST",

@@ -27,6 +27,17 @@ OPERATIONS = {
     ("/requests/{request_id}", "get"): {"200", "401", "403", "404", "429"},
     # Issue 11: speech streamed as it is synthesized.
     ("/text-to-speech/stream", "post"): {"200", "400", "401", "403", "404", "429", "502"},
+    # Issue 26: when each character is spoken, whole or streamed.
+    ("/text-to-speech/with-timestamps", "post"): {"200", "400", "401", "403", "404", "429", "502"},
+    ("/text-to-speech/with-timestamps/stream", "post"): {
+        "200",
+        "400",
+        "401",
+        "403",
+        "404",
+        "429",
+        "502",
+    },
 }
 
 

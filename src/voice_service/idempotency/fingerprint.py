@@ -1,4 +1,4 @@
-"""What makes two requests the same request: method, path and body, hashed.
+"""What makes two requests the same request: method, path (with its query) and body, hashed.
 
 A multipart body is hashed part by part (each part's headers and content, in order), not as
 bytes: a client retrying an upload encodes it again under a fresh random boundary (httpx,
@@ -13,8 +13,8 @@ from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 
 
-def fingerprint(method: str, path: str, content_type: str | None, body: bytes) -> str:
-    digest = hashlib.sha256(f"{method} {path}\n".encode())
+def fingerprint(method: str, target: str, content_type: str | None, body: bytes) -> str:
+    digest = hashlib.sha256(f"{method} {target}\n".encode())
     parts = _multipart_parts(content_type, body)
     if parts is None:
         digest.update(b"body\n" + body)

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from urllib.parse import urlencode
 
 from fastapi import Request
 from sqlalchemy.exc import IntegrityError
@@ -160,7 +161,7 @@ async def claim_idempotency_key(
         raise InvalidRequest(f"{HEADER}: 1 to 255 printable ASCII characters.", param=HEADER)
     body = await request.body()  # kept by the request for its handler to parse
     digest = fingerprint(
-        request.method, request.url.path, request.headers.get("content-type"), body
+        request.method, _target(request), request.headers.get("content-type"), body
     )
     settings = context.settings
     give_up = time.monotonic() + settings.queue_timeout_seconds + settings.inference_timeout_seconds
@@ -219,3 +220,9 @@ async def _stored(context: AppContext, entry: IdempotencyEntry) -> StoredAnswer:
     else:
         body = entry.body or b""
     return StoredAnswer(entry.status, entry.error_code, entry.content_type, body)
+
+
+def _target(request: Request) -> str:
+    """The path, and the query (which can choose the answer's format) in a canonical order."""
+    query = sorted(request.query_params.multi_items())
+    return f"{request.url.path}?{urlencode(query)}" if query else request.url.path

@@ -74,15 +74,15 @@ async def speech(
     body = await parse_json(request, SpeechBody)
     assert context.voice_listing is not None
     voice_id = voice_id_for(body.voice_name, context.voice_listing.openai_voice)
+    fmt = FORMATS[body.response_format]
     speech = await stream_speech(
-        context, principal, ledger, voice_id, body.input, body.response_format, speed=body.speed
+        context, principal, ledger, voice_id, body.input, fmt, speed=body.speed
     )
     charge = speech.charge
     if body.stream_format == "sse":
         events = _speech_events(speech.chunks, charge.units)
         return MeteredStream(events, media_type=SSE, ledger=ledger, charge=charge)
-    media_type = FORMATS[body.response_format].media_type
-    return MeteredStream(speech.chunks, media_type=media_type, ledger=ledger, charge=charge)
+    return MeteredStream(speech.chunks, media_type=fmt.media_type, ledger=ledger, charge=charge)
 
 
 async def _speech_events(

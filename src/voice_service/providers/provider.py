@@ -26,7 +26,7 @@ from typing import TypeVar
 import httpx
 import numpy as np
 
-from voice_service.audio.encode import AudioEncoder, OutputFormat
+from voice_service.audio.encode import AudioEncoder, AudioFormat
 from voice_service.engines.protocols import Pcm, TranscribeOptions
 from voice_service.errors import InvalidRequest, ProviderError
 from voice_service.metrics.registry import Metrics
@@ -156,7 +156,7 @@ class Provider:
         self,
         voice: str,
         text: str,
-        fmt: OutputFormat,
+        fmt: AudioFormat,
         *,
         speed: float = 1.0,
         bitrate: int,

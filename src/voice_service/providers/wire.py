@@ -16,8 +16,9 @@ from urllib.parse import quote
 
 import httpx
 
-from voice_service.audio.encode import OutputFormat
+from voice_service.audio.encode import FORMATS, MP3, AudioFormat, OutputFormat
 from voice_service.audio.formats import UploadFormat
+from voice_service.audio.output_formats import format_name
 from voice_service.engines.protocols import Segment, TranscribeOptions, Word
 from voice_service.providers.languages import to_iso_639_1
 
@@ -78,7 +79,7 @@ class Wire(Protocol):
     ) -> RemoteTranscript: ...
 
     def speech(
-        self, voice: str, text: str, fmt: OutputFormat, speed: float, model: str | None
+        self, voice: str, text: str, fmt: AudioFormat, speed: float, model: str | None
     ) -> SpeechCall: ...
 
 
@@ -128,17 +129,19 @@ class OpenAIWire:
         return RemoteTranscript(text.strip(), language_code, segments)
 
     def speech(
-        self, voice: str, text: str, fmt: OutputFormat, speed: float, model: str | None
+        self, voice: str, text: str, fmt: AudioFormat, speed: float, model: str | None
     ) -> SpeechCall:
+        # OpenAI's own formats come through as made; others are made here from its PCM.
+        name = next((name for name, known in FORMATS.items() if known == fmt), None)
         body = {
             "model": model or "tts-1",
             "voice": voice,
             "input": text,
-            "response_format": fmt.value,
+            "response_format": (name or OutputFormat.PCM).value,
             "speed": speed,
         }
-        # Every OpenAI format is one of ours: what the client asked for comes through as is.
-        return SpeechCall(Call("POST", "/audio/speech", json=body), True, _AUDIO_TYPES)
+        call = Call("POST", "/audio/speech", json=body)
+        return SpeechCall(call, name is not None, _AUDIO_TYPES)
 
 
 class ElevenLabsWire:
@@ -174,13 +177,15 @@ class ElevenLabsWire:
         return RemoteTranscript(text.strip(), language_code, (segment,))
 
     def speech(
-        self, voice: str, text: str, fmt: OutputFormat, speed: float, model: str | None
+        self, voice: str, text: str, fmt: AudioFormat, speed: float, model: str | None
     ) -> SpeechCall:
         body: dict[str, Any] = {"text": text, "model_id": model or "eleven_multilingual_v2"}
-        # MP3 and 24 kHz PCM are formats of both; anything else, or another speed than
-        # ElevenLabs' 0.7-1.2 allow, is made from its PCM here.
-        passthrough = fmt in (OutputFormat.MP3, OutputFormat.PCM) and speed == 1.0
-        output = "mp3_44100_128" if passthrough and fmt is OutputFormat.MP3 else "pcm_24000"
+        # Its own formats (our MP3 at the voice's rate is near enough its 44.1 kHz one) come
+        # through as made; anything else, or another speed than ElevenLabs' 0.7-1.2 allow,
+        # is made from its PCM here.
+        name = "mp3_44100_128" if fmt == MP3 else format_name(fmt)
+        passthrough = name is not None and speed == 1.0
+        output = name if name is not None and passthrough else f"pcm_{PCM_RATE}"
         path = f"/v1/text-to-speech/{_segment(voice)}/stream"
         call = Call("POST", path, params={"output_format": output}, json=body)
         return SpeechCall(call, passthrough, _AUDIO_TYPES)

@@ -90,6 +90,8 @@ ENDPOINTS = (
     "speech-to-text",
     "asr",
     "text-to-speech/stream",
+    "text-to-speech/with-timestamps",
+    "text-to-speech/with-timestamps/stream",
     "voices",
     "voices/clone",
     "usage",

@@ -2,28 +2,42 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 
-from voice_service.audio.encode import FORMATS, OutputFormat
+from voice_service.audio import output_formats
+from voice_service.audio.output_formats import parse_output_format
 from voice_service.auth.principal import Principal
 from voice_service.deps import Context, IdempotencyKey, RequestLedger, require
 from voice_service.schemas import error_responses, json_request_body, parse_json
 from voice_service.speech.schemas import SpeechRequest
-from voice_service.speech.service import stream_speech, synthesize_speech
+from voice_service.speech.service import (
+    stream_speech,
+    stream_with_timestamps,
+    synthesize_speech,
+    synthesize_with_timestamps,
+    timestamped_json,
+)
 from voice_service.streaming import MeteredStream
 from voice_service.vocabulary import Scope, Service
 
 router = APIRouter(tags=["speech"])
 
-_MP3 = {"audio/mpeg": {"schema": {"type": "string", "format": "binary"}}}
+NDJSON = "application/x-ndjson"
+
+_AUDIO = {"audio/mpeg": {"schema": {"type": "string", "format": "binary"}}}
+
+# ElevenLabs' names of the answer's format (a query parameter, as ElevenLabs takes it).
+OutputFormatName = Annotated[
+    str | None, Query(alias=output_formats.PARAMETER, description=output_formats.DESCRIPTION)
+]
 
 
 @router.post(
     "/text-to-speech",
-    summary="Generate speech (MP3) from text",
+    summary="Generate speech from text (MP3 unless `output_format` names another format)",
     response_class=Response,
     responses={
-        200: {"description": "MP3 audio.", "content": _MP3},
+        200: {"description": "The audio, in `output_format`.", "content": _AUDIO},
         **error_responses(400, 404, 502),
     },
     openapi_extra=json_request_body(SpeechRequest),
@@ -34,16 +48,18 @@ async def text_to_speech(
     ledger: RequestLedger,
     principal: Annotated[Principal, Depends(require(Scope.TEXT_TO_SPEECH, Service.TEXT_TO_SPEECH))],
     _idempotent: IdempotencyKey,
+    output_format: OutputFormatName = None,
 ) -> Response:
+    fmt = parse_output_format(output_format)
     body = await parse_json(request, SpeechRequest)
-    audio = await synthesize_speech(context, principal, ledger, body)
-    return Response(audio, media_type="audio/mpeg")
+    audio = await synthesize_speech(context, principal, ledger, body, fmt)
+    return Response(audio, media_type=fmt.media_type)
 
 
 @router.post(
     "/text-to-speech/stream",
-    summary="Generate speech (MP3) from text, streamed as it is synthesized",
-    description="The same request, errors, limits and units as /text-to-speech. The MP3 "
+    summary="Generate speech from text, streamed as it is synthesized",
+    description="The same request, errors, limits, formats and units as /text-to-speech. The audio "
     "arrives with chunked transfer, its first bytes as soon as the first sentence is "
     "spoken. Errors found before the first byte get their status; a failure after it "
     "cuts the stream off (the connection closes without the final chunk). Billed only "
@@ -51,7 +67,7 @@ async def text_to_speech(
     "stream that ended early delivered.",
     response_class=Response,
     responses={
-        200: {"description": "MP3 audio, streamed.", "content": _MP3},
+        200: {"description": "The audio, in `output_format`, streamed.", "content": _AUDIO},
         **error_responses(400, 404, 502),
     },
     openapi_extra=json_request_body(SpeechRequest),
@@ -62,14 +78,92 @@ async def text_to_speech_stream(
     ledger: RequestLedger,
     principal: Annotated[Principal, Depends(require(Scope.TEXT_TO_SPEECH, Service.TEXT_TO_SPEECH))],
     _idempotent: IdempotencyKey,
+    output_format: OutputFormatName = None,
 ) -> MeteredStream:
+    fmt = parse_output_format(output_format)
     body = await parse_json(request, SpeechRequest)
-    speech = await stream_speech(
-        context, principal, ledger, body.voice_id, body.text, OutputFormat.MP3
-    )
+    speech = await stream_speech(context, principal, ledger, body.voice_id, body.text, fmt)
     return MeteredStream(
-        speech.chunks,
-        media_type=FORMATS[OutputFormat.MP3].media_type,
-        ledger=ledger,
-        charge=speech.charge,
+        speech.chunks, media_type=fmt.media_type, ledger=ledger, charge=speech.charge
     )
+
+
+_TIMED = {
+    "application/json": {
+        "schema": {
+            "type": "object",
+            "properties": {
+                "audio_base64": {"type": "string"},
+                "alignment": {
+                    "type": "object",
+                    "properties": {
+                        "characters": {"type": "array", "items": {"type": "string"}},
+                        "character_start_times_seconds": {
+                            "type": "array",
+                            "items": {"type": "number"},
+                        },
+                        "character_end_times_seconds": {
+                            "type": "array",
+                            "items": {"type": "number"},
+                        },
+                    },
+                },
+            },
+        }
+    }
+}
+
+
+@router.post(
+    "/text-to-speech/with-timestamps",
+    summary="Generate speech from text, with when each character is spoken",
+    description="The same request, errors, formats and units as /text-to-speech. The audio "
+    "comes base64-encoded in JSON beside ElevenLabs' `alignment`: every character of the "
+    "text with its start and end in seconds, from the engine's own phoneme durations. "
+    "Voices spoken by a provider are refused (400): only this node's engines time words.",
+    response_class=Response,
+    responses={
+        200: {"description": "The audio and its alignment.", "content": _TIMED},
+        **error_responses(400, 404, 502),
+    },
+    openapi_extra=json_request_body(SpeechRequest),
+)
+async def text_to_speech_with_timestamps(
+    request: Request,
+    context: Context,
+    ledger: RequestLedger,
+    principal: Annotated[Principal, Depends(require(Scope.TEXT_TO_SPEECH, Service.TEXT_TO_SPEECH))],
+    _idempotent: IdempotencyKey,
+    output_format: OutputFormatName = None,
+) -> Response:
+    fmt = parse_output_format(output_format)
+    body = await parse_json(request, SpeechRequest)
+    audio, alignment = await synthesize_with_timestamps(context, principal, ledger, body, fmt)
+    return Response(timestamped_json(audio, alignment), media_type="application/json")
+
+
+@router.post(
+    "/text-to-speech/with-timestamps/stream",
+    summary="Generate speech from text with timestamps, streamed as it is synthesized",
+    description="As /text-to-speech/with-timestamps, streamed like /text-to-speech/stream: "
+    "one JSON object per line, each with the audio made since the last and the characters "
+    "spoken in it (times from the start of the whole audio).",
+    response_class=Response,
+    responses={
+        200: {"description": "JSON lines.", "content": {NDJSON: {}}},
+        **error_responses(400, 404, 502),
+    },
+    openapi_extra=json_request_body(SpeechRequest),
+)
+async def text_to_speech_with_timestamps_stream(
+    request: Request,
+    context: Context,
+    ledger: RequestLedger,
+    principal: Annotated[Principal, Depends(require(Scope.TEXT_TO_SPEECH, Service.TEXT_TO_SPEECH))],
+    _idempotent: IdempotencyKey,
+    output_format: OutputFormatName = None,
+) -> MeteredStream:
+    fmt = parse_output_format(output_format)
+    body = await parse_json(request, SpeechRequest)
+    speech = await stream_with_timestamps(context, principal, ledger, body, fmt)
+    return MeteredStream(speech.chunks, media_type=NDJSON, ledger=ledger, charge=speech.charge)

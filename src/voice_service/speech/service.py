@@ -7,24 +7,27 @@ text, the encoder turns each into bytes, and the caller either sends them as the
 
 from __future__ import annotations
 
+import base64
 import functools
+import json
 import logging
 import time
 from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from voice_service.admission import Job
-from voice_service.audio.encode import AudioEncoder, OutputFormat
+from voice_service.audio.encode import MP3, AudioEncoder, AudioFormat
 from voice_service.auth.principal import Principal
 from voice_service.context import AppContext
 from voice_service.engines.deadline import InferenceBudget
 from voice_service.engines.protocols import EngineError, UnknownVoice
-from voice_service.engines.registry import Engines
-from voice_service.errors import NotFound, ProviderError
+from voice_service.engines.registry import Engines, SpokenChunk
+from voice_service.errors import InvalidRequest, NotFound, ProviderError
 from voice_service.ledger import Ledger
 from voice_service.models import Voice
+from voice_service.speech.alignment import Alignment, TextTimer
 from voice_service.speech.schemas import SpeechRequest
 from voice_service.streaming import started
 from voice_service.usage.charge import Charge
@@ -32,6 +35,14 @@ from voice_service.vocabulary import Capability, UsageEndpoint
 from voice_service.voices.service import find_voice
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# A pool job of speech: the engines, the voice key and clone profile, the text, the
+# encoder, the request's limits; an item per chunk spoken.
+Step = Callable[
+    [Engines, str, Mapping[str, Any] | None, str, AudioEncoder, "Speaking"], Iterator[T]
+]
 
 # Characters per second of the slowest speech a provider makes (people say about 15).
 SLOWEST_SPEECH = 5.0
@@ -43,13 +54,17 @@ def speech_charge(voice: Voice, text: str) -> Charge:
 
 
 async def synthesize_speech(
-    context: AppContext, principal: Principal, ledger: Ledger, body: SpeechRequest
+    context: AppContext,
+    principal: Principal,
+    ledger: Ledger,
+    body: SpeechRequest,
+    fmt: AudioFormat = MP3,
 ) -> bytes:
-    """The native /text-to-speech: one MP3 file, billed once it is made."""
+    """The native /text-to-speech: one file, billed once it is made."""
     voice = await find_voice(context, principal, body.voice_id)
     charge = speech_charge(voice, body.text)
     await ledger.hold(charge.units)
-    audio = await speak(context, voice, body.text, ledger)
+    audio = await speak(context, voice, body.text, ledger, fmt)
     await ledger.bill(charge)
     return audio
 
@@ -66,7 +81,7 @@ async def stream_speech(
     ledger: Ledger,
     voice_id: str,
     text: str,
-    fmt: OutputFormat,
+    fmt: AudioFormat,
     *,
     speed: float = 1.0,
 ) -> SpeechStream:
@@ -78,9 +93,62 @@ async def stream_speech(
     return SpeechStream(await started(chunks), charge)
 
 
-async def speak(context: AppContext, voice: Voice, text: str, ledger: Ledger) -> bytes:
-    """One MP3 file of `voice` saying `text`; not billed (the caller bills)."""
-    chunks = speech_chunks(context, voice, text, ledger, OutputFormat.MP3, streaming=False)
+async def synthesize_with_timestamps(
+    context: AppContext,
+    principal: Principal,
+    ledger: Ledger,
+    body: SpeechRequest,
+    fmt: AudioFormat,
+) -> tuple[bytes, Alignment]:
+    """/text-to-speech/with-timestamps: one file and when each character is spoken."""
+    voice = await find_voice(context, principal, body.voice_id)
+    charge = speech_charge(voice, body.text)
+    await ledger.hold(charge.units)
+    parts: list[bytes] = []
+    alignment = Alignment()
+    made = timed_speech(context, voice, body.text, ledger, fmt, streaming=False)
+    async with aclosing(made) as chunks:
+        async for chunk in chunks:
+            parts.append(chunk.audio)
+            alignment += chunk.alignment
+    await ledger.bill(charge)
+    return b"".join(parts), alignment
+
+
+async def stream_with_timestamps(
+    context: AppContext,
+    principal: Principal,
+    ledger: Ledger,
+    body: SpeechRequest,
+    fmt: AudioFormat,
+) -> SpeechStream:
+    """/text-to-speech/with-timestamps/stream: a JSON line per chunk, its audio and the
+    characters it speaks."""
+    voice = await find_voice(context, principal, body.voice_id)
+    charge = speech_charge(voice, body.text)
+    await ledger.hold(charge.units)
+    made = timed_speech(context, voice, body.text, ledger, fmt, streaming=True)
+    return SpeechStream(await started(_json_lines(made)), charge)
+
+
+async def _json_lines(chunks: AsyncGenerator[TimedAudio, None]) -> AsyncGenerator[bytes, None]:
+    async with aclosing(chunks):
+        async for chunk in chunks:
+            if chunk.audio or chunk.alignment.characters:
+                yield timestamped_json(chunk.audio, chunk.alignment).encode() + b"\n"
+
+
+def timestamped_json(audio: bytes, alignment: Alignment) -> str:
+    """ElevenLabs' body of a timed answer (one line of its stream)."""
+    body = {"audio_base64": base64.b64encode(audio).decode(), "alignment": alignment.as_json()}
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+
+
+async def speak(
+    context: AppContext, voice: Voice, text: str, ledger: Ledger, fmt: AudioFormat = MP3
+) -> bytes:
+    """One file of `voice` saying `text`; not billed (the caller bills)."""
+    chunks = speech_chunks(context, voice, text, ledger, fmt, streaming=False)
     return b"".join([chunk async for chunk in chunks])
 
 
@@ -89,17 +157,14 @@ async def speech_chunks(
     voice: Voice,
     text: str,
     ledger: Ledger,
-    fmt: OutputFormat,
+    fmt: AudioFormat,
     *,
     streaming: bool,
     speed: float = 1.0,
 ) -> AsyncGenerator[bytes, None]:
     """`voice` saying `text` in `fmt`, encoded bytes as each chunk of text is spoken (or the
-    whole file at the end when not `streaming`). Engine failures are API errors here; a
-    client that leaves stops the speech at the next chunk (`ClientClosedRequest`). A
-    provider's voice (a clone made there too) is spoken by the provider, its bytes passed
-    on as they arrive."""
-    assert context.engines is not None
+    whole file at the end when not `streaming`). A provider's voice (a clone made there
+    too) is spoken by the provider, its bytes passed on as they arrive."""
     remote = context.providers.speaker(voice.engine_voice) if voice.profile is None else None
     if remote is not None:
         # The provider's own timeout, plus the inference budget's share for the longest
@@ -120,25 +185,74 @@ async def speech_chunks(
                 if chunk:
                     yield chunk
         return
+    encoder = AudioEncoder(
+        fmt, streaming=streaming, bitrate=context.settings.mp3_bitrate, speed=speed
+    )
+    async with aclosing(_made_here(context, voice, text, ledger, _encoded_chunks, encoder)) as made:
+        async for chunk in made:
+            if chunk:
+                yield chunk
+
+
+@dataclass(frozen=True, slots=True)
+class TimedAudio:
+    audio: bytes  # the encoder's bytes so far (b"" until the end for a whole file)
+    alignment: Alignment  # the characters spoken in this chunk (times from the audio's start)
+
+
+async def timed_speech(
+    context: AppContext,
+    voice: Voice,
+    text: str,
+    ledger: Ledger,
+    fmt: AudioFormat,
+    *,
+    streaming: bool,
+) -> AsyncGenerator[TimedAudio, None]:
+    """`voice` saying `text` in `fmt`, with when each character is spoken, chunk by chunk.
+    Only this node's engines know when they speak a word: a provider's voice is refused."""
+    if voice.profile is None and context.providers.speaker(voice.engine_voice) is not None:
+        raise InvalidRequest(
+            f"Voice {voice.id!r} is spoken by a provider, which reports no timestamps."
+        )
+    encoder = AudioEncoder(fmt, streaming=streaming, bitrate=context.settings.mp3_bitrate)
+    async with aclosing(_made_here(context, voice, text, ledger, _timed_chunks, encoder)) as made:
+        async for chunk in made:
+            yield chunk
+
+
+async def _made_here(
+    context: AppContext,
+    voice: Voice,
+    text: str,
+    ledger: Ledger,
+    step: Step[T],
+    encoder: AudioEncoder,
+) -> AsyncGenerator[T, None]:
+    """What `step` makes of this node's engines speaking, each item a pool step. Engine
+    failures are API errors here; a client that leaves stops the speech at the next chunk
+    (`ClientClosedRequest`)."""
+    assert context.engines is not None
     request_id = ledger.request_id
     engine = Engines.speaker_name(voice.engine_voice, voice.profile)
     made = context.pool.stream(
         Job(Capability.TEXT_TO_SPEECH, engine, abandoned=ledger.client_gone),
-        _encoded_chunks,
+        step,
         context.engines,
         voice.engine_voice,
         voice.profile,
         text,
-        AudioEncoder(fmt, streaming=streaming, bitrate=context.settings.mp3_bitrate, speed=speed),
-        context.inference_budget,
-        request_id,
-        functools.partial(context.metrics.count_audio, Capability.TEXT_TO_SPEECH),
+        encoder,
+        Speaking(
+            context.inference_budget,
+            request_id,
+            functools.partial(context.metrics.count_audio, Capability.TEXT_TO_SPEECH),
+        ),
     )
     try:
-        async with aclosing(made) as chunks:
-            async for chunk in chunks:
-                if chunk:
-                    yield chunk
+        async with aclosing(made) as items:
+            async for item in items:
+                yield item
     except UnknownVoice as exc:
         logger.error("voice %s of %s: %s", voice.id, request_id, exc)
         raise NotFound(f"Voice {voice.id!r} is not served by this node.") from None
@@ -147,29 +261,62 @@ async def speech_chunks(
         raise ProviderError() from exc
 
 
+@dataclass(frozen=True, slots=True)
+class Speaking:
+    """What a pool step needs of the request besides the text."""
+
+    budget: InferenceBudget
+    request_id: str
+    count_audio: Callable[[float], None]
+
+
 def _encoded_chunks(
     engines: Engines,
     voice_key: str,
     profile: Mapping[str, Any] | None,
     text: str,
     encoder: AudioEncoder,
-    budget: InferenceBudget,
-    request_id: str,
-    count_audio: Callable[[float], None],
+    speaking: Speaking,
 ) -> Iterator[bytes]:
-    deadline = budget.start()
-    spoken = 0.0
-    # A stream starts with a short chunk, so its first audio comes at once; a whole file
-    # keeps every sentence in one piece (the best prosody).
-    pieces = engines.speak(voice_key, profile, text, quick_start=encoder.streaming)
-    for index, pcm in enumerate(pieces, start=1):
-        logger.debug("%s spoke chunk %d", request_id, index)
-        spoken += pcm.duration_seconds
-        count_audio(pcm.duration_seconds)
-        # Checked after each chunk, so a stream whose client reads too slowly stops too.
-        deadline.check(spoken)
+    for chunk in _spoken(engines, voice_key, profile, text, encoder, speaking):
         # Every chunk is a step of its own, bytes or not (a whole file's encoder keeps
         # them to the end): between steps the pool gives the worker to others and stops
         # the speech of a client that left.
-        yield encoder.add(pcm)
+        yield encoder.add(chunk.pcm)
     yield encoder.finish()
+
+
+def _timed_chunks(
+    engines: Engines,
+    voice_key: str,
+    profile: Mapping[str, Any] | None,
+    text: str,
+    encoder: AudioEncoder,
+    speaking: Speaking,
+) -> Iterator[TimedAudio]:
+    timer = TextTimer(text)
+    for chunk in _spoken(engines, voice_key, profile, text, encoder, speaking):
+        yield TimedAudio(encoder.add(chunk.pcm), timer.chunk(chunk.text, chunk.pcm))
+    yield TimedAudio(encoder.finish(), timer.rest())
+
+
+def _spoken(
+    engines: Engines,
+    voice_key: str,
+    profile: Mapping[str, Any] | None,
+    text: str,
+    encoder: AudioEncoder,
+    speaking: Speaking,
+) -> Iterator[SpokenChunk]:
+    deadline = speaking.budget.start()
+    spoken = 0.0
+    # A stream starts with a short chunk, so its first audio comes at once; a whole file
+    # keeps every sentence in one piece (the best prosody).
+    chunks = engines.speak(voice_key, profile, text, quick_start=encoder.streaming)
+    for index, chunk in enumerate(chunks, start=1):
+        logger.debug("%s spoke chunk %d", speaking.request_id, index)
+        spoken += chunk.pcm.duration_seconds
+        speaking.count_audio(chunk.pcm.duration_seconds)
+        # Checked after each chunk, so a stream whose client reads too slowly stops too.
+        deadline.check(spoken)
+        yield chunk

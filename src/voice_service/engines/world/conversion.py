@@ -10,6 +10,7 @@ speech that is converted toward many targets but should be analysed once.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from dataclasses import dataclass
@@ -84,7 +85,8 @@ def convert(pcm: Pcm, conversion: Conversion) -> Pcm:
     if signal.size == 0:
         return pcm
     f0_range = (conversion.base_f0_floor_hz, conversion.base_f0_ceil_hz)
-    return resynthesize(analyse_base_speech(pcm, f0_range), conversion)
+    converted = resynthesize(analyse_base_speech(pcm, f0_range), conversion)
+    return dataclasses.replace(converted, word_times=pcm.word_times)  # same timing
 
 
 @dataclass(frozen=True, slots=True)
