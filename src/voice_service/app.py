@@ -46,6 +46,8 @@ from voice_service.openapi import install_openapi
 from voice_service.pool import InferencePool
 from voice_service.providers.table import Providers
 from voice_service.ratelimit import RateLimiter
+from voice_service.realtime.routes import native_router as realtime_native_router
+from voice_service.realtime.routes import openai_router as realtime_openai_router
 from voice_service.requestlog.routes import router as requests_router
 from voice_service.requestlog.spool import LogSpool
 from voice_service.requestlog.writer import RequestLogWriter
@@ -194,8 +196,10 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
     api.include_router(cloning_router)
     api.include_router(usage_router)
     api.include_router(requests_router)
+    api.include_router(realtime_native_router)
     app.include_router(api)
     app.include_router(openai_router)
+    app.include_router(realtime_openai_router)
     app.include_router(docs_router(API_PREFIX))
     app.include_router(health_router)
     app.include_router(metrics_router)

@@ -7,6 +7,7 @@ from typing import Annotated
 
 from fastapi import Depends, Header, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.requests import HTTPConnection
 
 from voice_service.auth.keys import looks_like_secret
 from voice_service.auth.principal import Principal, find_principal
@@ -34,9 +35,18 @@ Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 
 
 async def authenticate(request: Request, context: Context, credentials: Credentials) -> Principal:
-    if credentials is None or not looks_like_secret(credentials.credentials):
+    secret = credentials.credentials if credentials is not None else None
+    return await authenticate_secret(request, context, secret)
+
+
+async def authenticate_secret(
+    connection: HTTPConnection, context: AppContext, secret: str | None
+) -> Principal:
+    """The key whose secret the caller gave, admitted (see `admit`); a WebSocket's upgrade
+    comes here too, before it is accepted."""
+    if secret is None or not looks_like_secret(secret):
         raise InvalidApiKey()
-    secret_hash = context.hasher.hash(credentials.credentials)
+    secret_hash = context.hasher.hash(secret)
 
     async def load() -> Principal | None:
         async with context.sessions() as session:
@@ -45,15 +55,15 @@ async def authenticate(request: Request, context: Context, credentials: Credenti
     principal = await context.principals.get(secret_hash, load)
     if principal is None:
         raise InvalidApiKey()
-    await admit(request, context, principal)
+    await admit(connection, context, principal)
     return principal
 
 
-async def admit(request: Request, context: AppContext, principal: Principal) -> None:
+async def admit(connection: HTTPConnection, context: AppContext, principal: Principal) -> None:
     """Let a resolved key's request in: it is logged as its organization's from here on,
     refused while the organization or account is suspended, and counted against its rate
     limit. The console's requests for a user come through here too (console/acting.py)."""
-    ledger = Ledger.of(request)
+    ledger = Ledger.of(connection)
     ledger.admit(principal)
     if principal.suspended:
         raise AccountSuspended()
@@ -78,14 +88,19 @@ def require(
     # One dependency, not one on top of `Authenticated`: each level costs every request.
     async def check(request: Request, context: Context, credentials: Credentials) -> Principal:
         principal = await authenticate(request, context, credentials)
-        message = principal.missing_scope_message(scope)
-        if message is not None:
-            raise ServiceDisabled(message)
-        if service is not None:
-            check_service(principal, service)
+        check_scope(principal, scope, service)
         return principal
 
     return check
+
+
+def check_scope(principal: Principal, scope: Scope, service: Service | None = None) -> None:
+    """Refuse a key without `scope`, or whose `service` is disabled."""
+    message = principal.missing_scope_message(scope)
+    if message is not None:
+        raise ServiceDisabled(message)
+    if service is not None:
+        check_service(principal, service)
 
 
 VoicesReader = Annotated[Principal, Depends(require(Scope.VOICES_READ))]

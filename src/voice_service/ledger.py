@@ -149,6 +149,11 @@ class Ledger:
         return self.principal is not None and self.principal.capped
 
     @property
+    def units_held(self) -> int:
+        """What `hold` holds for the request now (0 if nothing)."""
+        return 0 if self._held is None else self._held.units
+
+    @property
     def units_remaining(self) -> int | None:
         """What the tightest monthly cap leaves once this request is billed; None if no cap
         applies (or nothing was held)."""
@@ -234,6 +239,20 @@ class Ledger:
                 outcome = InternalError()
         self._error_code = outcome.code
         await self._log(outcome.status, outcome.code, bytes_sent)
+
+    async def session_ended(self, charge: Charge, bytes_sent: int) -> None:
+        """A WebSocket session closed, whatever closed it: billed for what it used (its
+        client may be long gone), logged with the upgrade's status, 101."""
+        if charge.units > 0:
+            try:
+                async with self._billing(charge, 101, bytes_sent=bytes_sent):
+                    return
+            except Exception as exc:
+                log_failure(self.request_id, exc)
+                self._error_code = InternalError.code
+                await self._log(InternalError.status, InternalError.code, bytes_sent)
+                return
+        await self._log(101, None, bytes_sent)
 
     # --- the rows -------------------------------------------------------------------------
 

@@ -208,6 +208,19 @@ class IdempotencyEntry(Base):
     expires_at: Mapped[datetime]
 
 
+class RealtimeSession(Base):
+    """A realtime session open on some node, counted against its key's limit. Its node
+    renews `lease_until` while it runs and deletes the row when it closes; a row whose node
+    died stops counting once its lease has run out."""
+
+    __tablename__ = "realtime_sessions"
+    __table_args__ = (Index("ix_realtime_sessions_key", "key_id", "lease_until"),)
+
+    request_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    key_id: Mapped[str] = mapped_column(ForeignKey("api_keys.id"))
+    lease_until: Mapped[datetime]
+
+
 class ServiceMeta(Base):
     """Facts every node of a cluster must agree on, one row each (see `cluster.py`)."""
 

@@ -150,6 +150,23 @@ class Settings(BaseSettings):
         description="A client that takes no byte of its answer for this long is cut off; a "
         "stream is then logged 499 with the bytes it sent, and not billed.",
     )
+    max_realtime_sessions_per_key: int = Field(
+        10,
+        ge=1,
+        description="Realtime transcription sessions one key may have open at once, on all "
+        "nodes together; one more is refused (429) before the upgrade.",
+    )
+    max_realtime_seconds: float = Field(
+        3600.0,
+        gt=0,
+        description="A realtime session open this long is closed, with an error event saying so.",
+    )
+    realtime_idle_seconds: float = Field(
+        60.0,
+        gt=0,
+        description="A realtime session whose client sends no event for this long, while "
+        "none of its turns is being transcribed, is closed, with an error event saying so.",
+    )
     max_connections: int = Field(
         1000,
         ge=1,

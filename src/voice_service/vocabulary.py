@@ -36,6 +36,7 @@ class UsageEndpoint(StrEnum):
     ASR = "asr"
     TRANSLATION = "translation"
     CLONE = "voices/clone"
+    REALTIME = "realtime"  # live transcription: seconds of audio received
 
 
 class Capability(StrEnum):

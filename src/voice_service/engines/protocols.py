@@ -134,6 +134,9 @@ class TranscribeOptions:
     timestamps: bool = False  # segment start and end times
     word_timestamps: bool = False
     prompt: str | None = None  # text the audio continues (names, spelling)
+    # Text the transcript must begin with, decoded on from there (the first 30 s window
+    # only; this node's Whisper only): what live partial transcripts already said.
+    prefix: str | None = None
     # 0 decodes greedily and deterministically; above 0 Whisper samples (one temperature,
     # never the random fallback ladder).
     temperature: float = 0.0

@@ -10,6 +10,7 @@ downloaded: faster-whisper only sees local directories.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib.resources
 import logging
@@ -214,7 +215,8 @@ class WhisperEngine:
         for start in range(0, samples.size, SLICE_SAMPLES):
             piece = samples[start : start + SLICE_SAMPLES]
             offset = start / SAMPLE_RATE
-            for segment in self._slice_segments(piece, language, options, 1, timestamps):
+            sliced = options if start == 0 else dataclasses.replace(options, prefix=None)
+            for segment in self._slice_segments(piece, language, sliced, 1, timestamps):
                 yield _shifted(segment, offset)
 
     def _short_clip_segments(
@@ -252,6 +254,7 @@ class WhisperEngine:
                 # loop on repetitions.
                 condition_on_previous_text=False,
                 initial_prompt=self._prompt_tokens(options.prompt),
+                prefix=options.prefix,  # its text comes back as the transcript's start
                 without_timestamps=not timestamps,
                 word_timestamps=options.word_timestamps,
                 # faster-whisper decodes only the speech and maps segment and word times

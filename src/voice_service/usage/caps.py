@@ -49,7 +49,8 @@ class Held:
 async def hold_units(
     session: AsyncSession, principal: Principal, request_id: str, units: int, now: datetime
 ) -> Held | None:
-    """Hold `units` for the request against its caps, or raise `RateLimited` (nothing held)
+    """Hold `units` for the request against its caps (instead of what it held before), or
+    raise `RateLimited` (nothing held)
     naming the cap it would pass, with `Retry-After` until the month turns. None when no
     cap applies (any more: the caller saw one on a cached key)."""
     await session.execute(
@@ -70,6 +71,7 @@ async def hold_units(
             UnitHold.org_id == principal.org_id, UnitHold.created_at < now - HOLD_LIFETIME
         )
     )
+    await drop_hold(session, request_id)  # a request raising its own hold (a live session)
     caps = []
     if key_cap is not None:
         key = principal.key_id

@@ -1,0 +1,109 @@
+"""OpenAI's `server_vad` turn detection, with the Silero VAD model faster-whisper ships.
+
+Silero judges 32 ms windows (512 samples at 16 kHz, each seen with the 64 before it) and
+carries its state from one to the next, so audio is judged as it arrives. Speech starts at
+the first window at or above `threshold`; it stops once windows under `threshold - 0.15`
+(Silero's own hysteresis) have lasted `silence_duration_ms`. A turn's audio begins
+`prefix_padding_ms` before its speech started.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+import onnxruntime
+
+from voice_service.realtime.audio_in import RATE, Floats
+
+WINDOW = 512
+_CONTEXT = 64
+_HYSTERESIS = 0.15
+
+
+@dataclass(frozen=True, slots=True)
+class ServerVad:
+    """OpenAI's `turn_detection` settings of type `server_vad`, with its defaults."""
+
+    threshold: float = 0.5
+    prefix_padding_ms: int = 300
+    silence_duration_ms: int = 500
+
+
+@dataclass(frozen=True, slots=True)
+class VadEvent:
+    kind: Literal["started", "stopped"]
+    sample: int  # from the start of the session's audio: where speech began, or stopped
+
+
+@functools.cache
+def _model() -> onnxruntime.InferenceSession:
+    from faster_whisper.utils import get_assets_path
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    return onnxruntime.InferenceSession(
+        os.path.join(get_assets_path(), "silero_vad_v6.onnx"),
+        sess_options=options,
+        providers=["CPUExecutionProvider"],
+    )
+
+
+def load_vad() -> None:
+    """Load the model now (at start, not in a session's first second)."""
+    _model()
+
+
+class SpeechDetector:
+    """One session's speech detection: audio in, speech started and stopped out."""
+
+    def __init__(self, settings: ServerVad) -> None:
+        self.settings = settings
+        self._state = np.zeros((2, 1, 1, 128), dtype=np.float32)
+        self._context = np.zeros(_CONTEXT, dtype=np.float32)
+        self._pending = np.zeros(0, dtype=np.float32)
+        self._judged = 0  # samples judged so far
+        self.speaking = False
+        self._silence = 0  # samples of silence since speech was last heard
+
+    def add(self, audio: Floats) -> list[VadEvent]:
+        """Judge every whole window `audio` completes."""
+        pending = np.concatenate([self._pending, audio])
+        whole = pending.size - pending.size % WINDOW
+        self._pending = pending[whole:]
+        if whole == 0:
+            return []
+        windows = pending[:whole].reshape(-1, WINDOW)
+        contexts = np.concatenate([self._context[None, :], windows[:-1, -_CONTEXT:]])
+        self._context = windows[-1, -_CONTEXT:].copy()
+        probabilities = self._probabilities(np.concatenate([contexts, windows], axis=1))
+        events = []
+        silence_needed = self.settings.silence_duration_ms * RATE // 1000
+        for probability in probabilities:
+            start = self._judged
+            self._judged += WINDOW
+            if probability >= self.settings.threshold:
+                self._silence = 0
+                if not self.speaking:
+                    self.speaking = True
+                    events.append(VadEvent("started", start))
+            elif self.speaking and probability < self.settings.threshold - _HYSTERESIS:
+                self._silence += WINDOW
+                if self._silence >= silence_needed:
+                    self.speaking = False
+                    self._silence = 0
+                    events.append(VadEvent("stopped", self._judged))
+            elif self.speaking:
+                self._silence = 0
+        return events
+
+    def _probabilities(self, batch: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        h, c = self._state[0], self._state[1]
+        probabilities, h, c = _model().run(None, {"input": batch, "h": h, "c": c})
+        self._state = np.stack([h, c])
+        return np.asarray(probabilities, dtype=np.float32).reshape(-1)
