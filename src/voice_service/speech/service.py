@@ -198,6 +198,7 @@ async def speech_chunks(
 class TimedAudio:
     audio: bytes  # the encoder's bytes so far (b"" until the end for a whole file)
     alignment: Alignment  # the characters spoken in this chunk (times from the audio's start)
+    seconds: float  # the chunk's length
 
 
 async def timed_speech(
@@ -208,17 +209,27 @@ async def timed_speech(
     fmt: AudioFormat,
     *,
     streaming: bool,
+    encoder: AudioEncoder | None = None,
 ) -> AsyncGenerator[TimedAudio, None]:
     """`voice` saying `text` in `fmt`, with when each character is spoken, chunk by chunk.
-    Only this node's engines know when they speak a word: a provider's voice is refused."""
-    if voice.profile is None and context.providers.speaker(voice.engine_voice) is not None:
+    Only this node's engines know when they speak a word: a provider's voice is refused.
+    With the caller's `encoder` (a stream of several texts) the encoder is not finished."""
+    if is_remote(context, voice):
         raise InvalidRequest(
             f"Voice {voice.id!r} is spoken by a provider, which reports no timestamps."
         )
-    encoder = AudioEncoder(fmt, streaming=streaming, bitrate=context.settings.mp3_bitrate)
-    async with aclosing(_made_here(context, voice, text, ledger, _timed_chunks, encoder)) as made:
+    finish = encoder is None
+    if encoder is None:
+        encoder = AudioEncoder(fmt, streaming=streaming, bitrate=context.settings.mp3_bitrate)
+    step = _timed_chunks if finish else _timed_chunks_unfinished
+    async with aclosing(_made_here(context, voice, text, ledger, step, encoder)) as made:
         async for chunk in made:
             yield chunk
+
+
+def is_remote(context: AppContext, voice: Voice) -> bool:
+    """A provider speaks the voice (a clone made there too)."""
+    return voice.profile is None and context.providers.speaker(voice.engine_voice) is not None
 
 
 async def _made_here(
@@ -294,10 +305,23 @@ def _timed_chunks(
     encoder: AudioEncoder,
     speaking: Speaking,
 ) -> Iterator[TimedAudio]:
+    yield from _timed_chunks_unfinished(engines, voice_key, profile, text, encoder, speaking)
+    yield TimedAudio(encoder.finish(), Alignment(), 0.0)
+
+
+def _timed_chunks_unfinished(
+    engines: Engines,
+    voice_key: str,
+    profile: Mapping[str, Any] | None,
+    text: str,
+    encoder: AudioEncoder,
+    speaking: Speaking,
+) -> Iterator[TimedAudio]:
     timer = TextTimer(text)
     for chunk in _spoken(engines, voice_key, profile, text, encoder, speaking):
-        yield TimedAudio(encoder.add(chunk.pcm), timer.chunk(chunk.text, chunk.pcm))
-    yield TimedAudio(encoder.finish(), timer.rest())
+        timed = timer.chunk(chunk.text, chunk.pcm)
+        yield TimedAudio(encoder.add(chunk.pcm), timed, chunk.pcm.duration_seconds)
+    yield TimedAudio(b"", timer.rest(), 0.0)
 
 
 def _spoken(

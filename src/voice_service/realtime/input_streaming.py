@@ -1,0 +1,271 @@
+"""ElevenLabs' input-streaming protocol: text in as a language model writes it, speech out
+as soon as a clause of it is complete.
+
+The client opens with `{"text": " "}` (ElevenLabs' `voice_settings` and `generation_config`
+are accepted and not used), sends text pieces (`{"text": "Hello, ", "try_trigger_generation":
+true}`), may `{"flush": true}` to have what it sent spoken now, and ends with `{"text": ""}`.
+Text is spoken clause by clause, in order, each clause as soon as its end has arrived (a
+clause mark or sentence end followed by a space, or a line break); a run of 120 characters
+without one is spoken up to its last space. Each chunk of speech comes as `{"audio": base64,
+"isFinal": false, "alignment": ..., "normalizedAlignment": ...}` (ElevenLabs' `chars`,
+`charStartTimesMs`, `charsDurationsMs`, from the start of the session's audio; null for a
+provider's voice), and the end as `{"audio": null, "isFinal": true}`. The audio is one
+stream in the session's `output_format`, encoded across clauses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import logging
+import re
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import aclosing
+from dataclasses import dataclass
+from typing import Any
+
+from voice_service.audio.encode import AudioEncoder, AudioFormat
+from voice_service.audio.output_formats import parse_output_format
+from voice_service.auth.principal import Principal
+from voice_service.context import AppContext
+from voice_service.errors import ApiError, RateLimited
+from voice_service.models import Voice
+from voice_service.realtime.upgrade import Session, UnitGate
+from voice_service.speech.alignment import Alignment
+from voice_service.speech.service import is_remote, speech_chunks, timed_speech
+from voice_service.usage.charge import Charge
+from voice_service.vocabulary import UsageEndpoint
+from voice_service.voices.service import find_voice
+
+logger = logging.getLogger(__name__)
+
+# Where a clause ends: a clause mark or sentence end (closing quotes and brackets kept with
+# it) followed by a space, or a line break.
+_CLAUSE_END = re.compile(
+    r"[.!?\u2026,;:\u3002\uff01\uff1f\uff0c\uff1b\uff1a][\"')\]\u201d\u2019]*\s|\n"
+)
+LONGEST_RUN = 120  # characters spoken without waiting for a clause's end
+# Characters a capped key's session holds ahead of what it has sent.
+HOLD_AHEAD = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    voice: Voice
+    fmt: AudioFormat
+
+
+def preparer(
+    voice_id: str, output_format: str | None
+) -> Callable[[AppContext, Principal], Awaitable[Prepared]]:
+    """The upgrade's own checks: the format's name and the caller's voice (400, 404)."""
+
+    async def prepare(context: AppContext, principal: Principal) -> Prepared:
+        fmt = parse_output_format(output_format)
+        return Prepared(await find_voice(context, principal, voice_id), fmt)
+
+    return prepare
+
+
+def next_clause(pending: str, *, everything: bool) -> tuple[str, str]:
+    """(what to speak now, what to keep waiting): up to the last clause end, or all of
+    it with `everything`; a long run without one up to its last space."""
+    if everything:
+        return pending, ""
+    ends = [match.end() for match in _CLAUSE_END.finditer(pending)]
+    if ends:
+        return pending[: ends[-1]], pending[ends[-1] :]
+    if len(pending) >= LONGEST_RUN:
+        cut = pending.rfind(" ", 0, len(pending)) + 1 or len(pending)
+        return pending[:cut], pending[cut:]
+    return "", pending
+
+
+class InputStream:
+    """One session: text messages in, audio messages out, one clause at a time."""
+
+    def __init__(self, session: Session, prepared: Prepared) -> None:
+        self._session = session
+        self._voice = prepared.voice
+        self._fmt = prepared.fmt
+        self._timed = not is_remote(session.context, prepared.voice)  # engines here time words
+        settings = session.context.settings
+        self._encoder = AudioEncoder(prepared.fmt, streaming=True, bitrate=settings.mp3_bitrate)
+        self._gate = UnitGate(session.ledger, HOLD_AHEAD)
+        self._opened = False
+        self.characters = 0  # billed: every character of text after the opening message
+        self._pending = ""  # text whose clause has not ended yet
+        self._clauses: asyncio.Queue[str | None] = asyncio.Queue()  # None: the end
+        self._speaking = False
+        self._elapsed = 0.0  # seconds of audio made so far
+        self._unsent = Alignment()  # characters whose audio the encoder still holds
+        self.ended = asyncio.Event()  # the last audio went out, or speaking failed
+        self.failure: ApiError | None = None
+        self._speaker = asyncio.create_task(self._speak_clauses())
+
+    @property
+    def busy(self) -> bool:
+        """Text is waiting to be spoken, or being spoken."""
+        return self._speaking or not self._clauses.empty()
+
+    async def handle(self, raw: str | bytes) -> bool:
+        """Take one client message; False once the client has ended its text. A monthly
+        cap that the text would pass raises `RateLimited` (the text is not taken)."""
+        try:
+            message = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            message = None
+        text = message.get("text") if isinstance(message, dict) else None
+        if not isinstance(message, dict) or not isinstance(text, str):
+            await self._error("invalid_message", 'Each message is a JSON object with a "text".')
+            return True
+        if not self._opened:
+            self._opened = True  # ElevenLabs' opening message: its " " is not text to speak
+            if not text.strip():
+                return True
+        if text == "":
+            self._queue(self._pending)
+            self._pending = ""
+            self._clauses.put_nowait(None)
+            return False
+        await self._gate(self.characters + len(text))
+        self.characters += len(text)
+        self._pending += text
+        spoken, self._pending = next_clause(self._pending, everything=message.get("flush") is True)
+        self._queue(spoken)
+        return True
+
+    async def close(self) -> None:
+        """Stop speaking (a client that left, a session that ended)."""
+        self._speaker.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._speaker
+
+    def _queue(self, text: str) -> None:
+        if text.strip():
+            self._clauses.put_nowait(text)
+
+    async def _speak_clauses(self) -> None:
+        try:
+            while (clause := await self._clauses.get()) is not None:
+                self._speaking = True
+                async for audio, alignment in self._spoken(clause):
+                    await self._send_audio(audio, alignment)
+                self._speaking = False
+            if self._timed and self._elapsed > 0:
+                await self._send_audio(self._encoder.finish(), None)
+            await self._session.channel.send({"audio": None, "isFinal": True})
+        except ApiError as error:
+            self.failure = error
+            await self._error(error.code.lower(), error.message)
+        finally:
+            self._speaking = False
+            self.ended.set()
+
+    async def _spoken(self, clause: str) -> AsyncIterator[tuple[bytes, Alignment | None]]:
+        """The clause's audio and alignment (times from the session's start), chunk by
+        chunk; a provider's voice has no alignment."""
+        context, ledger = self._session.context, self._session.ledger
+        if not self._timed:
+            made = speech_chunks(context, self._voice, clause, ledger, self._fmt, streaming=True)
+            async with aclosing(made) as audio:
+                async for piece in audio:
+                    yield piece, None
+            return
+        timed = timed_speech(
+            context, self._voice, clause, ledger, self._fmt, streaming=True, encoder=self._encoder
+        )
+        start = self._elapsed  # the clause's times count from its own start
+        async with aclosing(timed) as chunks:
+            async for chunk in chunks:
+                self._elapsed += chunk.seconds
+                yield chunk.audio, _shifted(chunk.alignment, start)
+
+    async def _send_audio(self, audio: bytes, alignment: Alignment | None) -> None:
+        if alignment is not None:
+            self._unsent += alignment
+        if not audio:  # the encoder holds these bytes back: their characters wait with them
+            return
+        timing = _elevenlabs_alignment(self._unsent) if self._timed else None
+        self._unsent = Alignment()
+        await self._session.channel.send(
+            {
+                "audio": base64.b64encode(audio).decode(),
+                "isFinal": False,
+                "alignment": timing,
+                "normalizedAlignment": timing,
+            }
+        )
+
+    async def _error(self, code: str, message: str) -> None:
+        await self._session.channel.send({"error": code, "message": message})
+
+
+def _shifted(alignment: Alignment, seconds: float) -> Alignment:
+    return Alignment(
+        alignment.characters,
+        tuple(start + seconds for start in alignment.starts),
+        tuple(end + seconds for end in alignment.ends),
+    )
+
+
+def _elevenlabs_alignment(alignment: Alignment) -> dict[str, Any]:
+    starts = [round(start * 1000) for start in alignment.starts]
+    return {
+        "chars": list(alignment.characters),
+        "charStartTimesMs": starts,
+        "charsDurationsMs": [
+            max(0, round(end * 1000) - start)
+            for start, end in zip(starts, alignment.ends, strict=True)
+        ],
+    }
+
+
+async def run_input_stream(session: Session, prepared: Prepared) -> None:
+    """The open session until the client ends its text and the last audio is out (or it
+    leaves, or idles); then its one log row and its bill."""
+    context, ledger, channel = session.context, session.ledger, session.channel
+    stream = InputStream(session, prepared)
+    idle = context.settings.realtime_idle_seconds
+    ends_at = time.monotonic() + context.settings.max_realtime_seconds
+    ending: tuple[str, str] | None = None
+    try:
+        open_input = True
+        while open_input:
+            left = ends_at - time.monotonic()
+            try:
+                async with asyncio.timeout(min(idle, max(0.0, left))):
+                    message = await channel.websocket.receive()
+            except TimeoutError:
+                if stream.busy and time.monotonic() < ends_at:
+                    continue  # speaking is not idleness
+                expired = time.monotonic() >= ends_at
+                ending = (
+                    ("session_expired", "The session reached its time limit.")
+                    if expired
+                    else ("input_timeout_exceeded", f"No text for {idle:g} s: the session ends.")
+                )
+                break
+            if message["type"] == "websocket.disconnect":
+                break
+            try:
+                open_input = await stream.handle(message.get("text") or message.get("bytes") or b"")
+            except RateLimited as error:  # a monthly cap: the text past it was not taken
+                ending = "rate_limited", error.message
+                break
+            if stream.failure is not None:
+                break
+        if not open_input or stream.failure is not None:
+            await stream.ended.wait()
+            await channel.close(1000 if stream.failure is None else 1011, "end of input")
+    finally:
+        await stream.close()
+        if ending is not None:
+            code, text = ending
+            await channel.send({"error": code, "message": text})
+            await channel.close(1000, code)
+        charge = Charge(UsageEndpoint.TEXT_TO_SPEECH, stream.characters, prepared.voice.id)
+        await ledger.session_ended(charge, channel.bytes_sent)

@@ -1,0 +1,131 @@
+"""Live transcription sessions: the WebSocket's events into `TranscriptionSession`, its
+turns to this node's Whisper (through the inference pool's admission) or to the provider
+the providers file routes the session's language to; seconds of audio billed at the end."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from fractions import Fraction
+
+import numpy as np
+
+from voice_service.admission import Job
+from voice_service.audio.encode import FORMATS, OutputFormat, encode
+from voice_service.auth.principal import Principal
+from voice_service.context import AppContext
+from voice_service.engines.protocols import EngineError, Pcm, SpeechToText, TranscribeOptions
+from voice_service.errors import ProviderError, RateLimited
+from voice_service.ledger import Ledger
+from voice_service.providers.wire import AudioFile
+from voice_service.realtime.audio_in import RATE, Floats
+from voice_service.realtime.transcription import TranscriptionSession
+from voice_service.realtime.upgrade import Session, UnitGate
+from voice_service.transcription.service import known_languages, parse_language
+from voice_service.usage.charge import Charge
+from voice_service.vocabulary import Capability, UsageEndpoint
+
+logger = logging.getLogger(__name__)
+
+# Seconds of audio a capped key's session holds ahead of what it has sent.
+HOLD_AHEAD = 60
+
+
+async def check_transcriber(context: AppContext, _principal: Principal) -> None:
+    assert context.engines is not None
+    if context.engines.transcriber is None and not context.providers.languages():
+        raise ProviderError(
+            "This node has no transcription engine: VOICE_SERVICE_STT_ENGINES is empty and "
+            "no provider transcribes."
+        )
+
+
+async def run_transcription(session: Session, _prepared: None) -> None:
+    """The open session, until it ends; then its one log row and its bill."""
+    context, ledger, channel = session.context, session.ledger, session.channel
+    known = known_languages(context)
+    gate = UnitGate(ledger, HOLD_AHEAD)
+
+    async def take(seconds: Fraction) -> None:
+        await gate(math.ceil(seconds))
+
+    transcription = TranscriptionSession(
+        channel.send,
+        lambda audio, options: _transcribe(context, ledger, audio, options),
+        lambda value: parse_language(value, known),
+        take,
+    )
+    ending: tuple[str, str] | None = None
+    idle = context.settings.realtime_idle_seconds
+    try:
+        await transcription.created()
+        ends_at = time.monotonic() + context.settings.max_realtime_seconds
+        while True:
+            left = ends_at - time.monotonic()
+            try:
+                async with asyncio.timeout(min(idle, max(0.0, left))):
+                    message = await channel.websocket.receive()
+            except TimeoutError:
+                if transcription.busy and time.monotonic() < ends_at:
+                    continue  # waiting on the node is not idleness
+                if time.monotonic() >= ends_at:
+                    limit = context.settings.max_realtime_seconds
+                    ending = "session_expired", f"The session reached its limit of {limit:g} s."
+                else:
+                    ending = "session_idle", f"No event for {idle:g} s: the session ends."
+                break
+            if message["type"] == "websocket.disconnect":
+                break
+            try:
+                await transcription.handle(message.get("text") or message.get("bytes") or b"")
+            except RateLimited as error:  # a monthly cap: the audio past it was not taken
+                ending = "rate_limited", error.message
+                break
+    finally:
+        await transcription.close()
+        if ending is not None:
+            code, text = ending
+            await channel.send(
+                {
+                    "type": "error",
+                    "event_id": f"event_{ledger.request_id}",
+                    "error": {"type": "invalid_request_error", "code": code, "message": text},
+                }
+            )
+            await channel.close(1000, code)
+        units = math.ceil(transcription.seconds_received)
+        await ledger.session_ended(Charge(UsageEndpoint.REALTIME, units), channel.bytes_sent)
+
+
+async def _transcribe(
+    context: AppContext, ledger: Ledger, audio: Floats, options: TranscribeOptions
+) -> str:
+    """A turn's text: from the provider the providers file routes its language to, else
+    from this node's engine, through the same admission as every transcription."""
+    assert context.engines is not None
+    transcriber = context.engines.transcriber
+    provider = context.providers.transcriber(options.language, local=transcriber is not None)
+    if provider is not None:
+        wav = encode([_pcm16(audio)], FORMATS[OutputFormat.WAV])
+        upload = AudioFile("turn.wav", wav, "audio/wav")
+        transcript = await provider.transcribe(upload, options, audio.size / RATE)
+        return transcript.text
+    if transcriber is None:
+        raise ProviderError("This node has no transcription engine.")
+    job = Job(Capability.SPEECH_TO_TEXT, context.engines.transcriber_name)
+    try:
+        return await context.pool.run(job, _text, transcriber, audio, options)
+    except EngineError as exc:
+        logger.error("a realtime turn of %s failed: %r", ledger.request_id, exc)
+        raise ProviderError() from exc
+
+
+def _text(transcriber: SpeechToText, audio: Floats, options: TranscribeOptions) -> str:
+    stream = transcriber.stream(audio, options)
+    return " ".join(segment.text.strip() for segment in stream.segments).strip()
+
+
+def _pcm16(audio: Floats) -> Pcm:
+    return Pcm(np.round(np.clip(audio, -1.0, 1.0) * 32767.0).astype(np.int16), RATE)

@@ -1,0 +1,253 @@
+"""Text streamed in over ElevenLabs' input-streaming protocol, on a real node.
+
+Ordering is proven from the order of messages: the client sends the rest of its text only
+after the first audio message has arrived, so that audio was made from the first clause
+alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import json
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import av
+import httpx
+import numpy as np
+import pytest
+import websockets
+from bench.wer import word_errors
+from websockets.asyncio.client import ClientConnection
+from websockets.exceptions import InvalidStatus
+
+from tests.helpers.servers import Server, running_server
+from tests.helpers.voices import JOE
+from tests.helpers.waiting import eventually
+
+pytestmark = pytest.mark.anyio
+
+PATIENCE = 120.0
+FIRST = "Thanks for calling, "
+REST = ["I can help ", "you with your ", "order today. ", "What is your ", "order number?"]
+SPOKEN = FIRST + "".join(REST)
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    with running_server(
+        tmp_path_factory.mktemp("input-streaming"), realtime_idle_seconds="4"
+    ) as server:
+        yield server
+
+
+class Messages:
+    def __init__(self, ws: ClientConnection) -> None:
+        self.ws = ws
+        self.seen: list[dict[str, Any]] = []
+
+    async def next(self) -> dict[str, Any]:
+        async with asyncio.timeout(PATIENCE):
+            message: dict[str, Any] = json.loads(await self.ws.recv())
+        self.seen.append(message)
+        return message
+
+    async def until_final(self) -> None:
+        while not (await self.next()).get("isFinal"):
+            pass
+
+    def audio(self) -> bytes:
+        return b"".join(base64.b64decode(m["audio"]) for m in self.seen if m.get("audio"))
+
+    def alignment(self) -> tuple[str, list[int], list[int]]:
+        chars, starts, durations = "", [], []
+        for message in self.seen:
+            timing = message.get("alignment")
+            if timing:
+                chars += "".join(timing["chars"])
+                starts += timing["charStartTimesMs"]
+                durations += timing["charsDurationsMs"]
+        return chars, starts, durations
+
+
+@asynccontextmanager
+async def stream_input(
+    node: Server, voice_id: str = JOE, headers: dict[str, str] | None = None, **query: str
+) -> AsyncIterator[Messages]:
+    url = node.root.replace("http://", "ws://") + f"/api/v1/text-to-speech/{voice_id}/stream-input"
+    if query:
+        url += "?" + "&".join(f"{name}={value}" for name, value in query.items())
+    auth = headers if headers is not None else {"Authorization": f"Bearer {node.api_key}"}
+    async with websockets.connect(url, additional_headers=auth, max_size=None) as ws:
+        await ws.send(
+            json.dumps({"text": " ", "generation_config": {"chunk_length_schedule": [50]}})
+        )
+        yield Messages(ws)
+
+
+def text(piece: str, **fields: Any) -> str:
+    return json.dumps({"text": piece, "try_trigger_generation": True, **fields})
+
+
+def request_id(messages: Messages) -> str:
+    response = messages.ws.response
+    assert response is not None
+    return response.headers["x-request-id"]
+
+
+def billed(node: Server, rid: str) -> list[tuple[str, int]]:
+    rows = node.query("SELECT endpoint, units FROM usage_records WHERE request_id = ?", rid)
+    return [(row["endpoint"], row["units"]) for row in rows]
+
+
+def logged_status(node: Server, rid: str) -> int | None:
+    rows = node.query("SELECT status FROM request_log WHERE request_id = ?", rid)
+    return rows[0]["status"] if rows else None
+
+
+def heard(node: Server, pcm16k: bytes) -> str:
+    """What the node's own Whisper hears in 16 kHz PCM."""
+    buffer = io.BytesIO()
+    with av.open(buffer, "w", format="wav") as container:
+        stream = container.add_stream("pcm_s16le", rate=16_000, layout="mono")
+        frame = av.AudioFrame.from_ndarray(
+            np.frombuffer(pcm16k, dtype="<i2").reshape(1, -1), format="s16", layout="mono"
+        )
+        frame.sample_rate = 16_000
+        for packet in stream.encode(frame):
+            container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+    response = httpx.post(
+        f"{node.base_url}/speech-to-text",
+        headers={"Authorization": f"Bearer {node.api_key}"},
+        files={"file": ("speech.wav", buffer.getvalue(), "audio/wav")},
+        data={"language": "en"},
+        timeout=PATIENCE,
+    )
+    assert response.status_code == 200, response.text
+    transcript: str = response.json()["text"]
+    return transcript
+
+
+async def test_speech_starts_with_the_first_clause_and_follows_the_text(node: Server) -> None:
+    async with stream_input(node, output_format="pcm_16000") as messages:
+        await messages.ws.send(text(FIRST))
+        first = await messages.next()  # before any more text is sent
+        assert first["audio"] and first["isFinal"] is False
+        assert "".join(first["alignment"]["chars"]).strip()  # the first clause's characters
+        for piece in REST:
+            await messages.ws.send(text(piece))
+        await messages.ws.send(json.dumps({"text": ""}))
+        await messages.until_final()
+        rid = request_id(messages)
+    assert messages.seen[-1] == {"audio": None, "isFinal": True}
+    chars, starts, durations = messages.alignment()
+    assert chars == SPOKEN  # every character sent, once, in order
+    assert starts == sorted(starts)
+    audio = messages.audio()
+    seconds = len(audio) / 2 / 16_000
+    assert starts[-1] + durations[-1] <= seconds * 1000 + 20
+    assert word_errors(SPOKEN, heard(node, audio))[0] <= 2
+    assert eventually(lambda: logged_status(node, rid)) == 101
+    assert billed(node, rid) == [("text-to-speech", len(SPOKEN))]
+
+
+@pytest.mark.parametrize(
+    ("output_format", "demuxer", "codec", "rate"),
+    [
+        (None, "mp3", "mp3float", 22_050),  # the default: MP3 at the voice's rate
+        ("ulaw_8000", "mulaw", "pcm_mulaw", 8_000),
+        ("mp3_44100_64", "mp3", "mp3float", 44_100),
+    ],
+)
+async def test_the_audio_is_one_stream_in_the_format_asked(
+    node: Server, output_format: str | None, demuxer: str, codec: str, rate: int
+) -> None:
+    query = {} if output_format is None else {"output_format": output_format}
+    async with stream_input(node, **query) as messages:
+        for piece in [FIRST, *REST]:
+            await messages.ws.send(text(piece))
+        await messages.ws.send(json.dumps({"text": ""}))
+        await messages.until_final()
+    options = {"sample_rate": str(rate), "ch_layout": "mono"} if demuxer == "mulaw" else {}
+    with av.open(io.BytesIO(messages.audio()), format=demuxer, options=options) as container:
+        stream = container.streams.audio[0]
+        frames = list(container.decode(stream))
+        assert (stream.codec_context.name, frames[0].sample_rate) == (codec, rate)
+        seconds = sum(frame.samples for frame in frames) / rate
+    _, starts, durations = messages.alignment()
+    assert (starts[-1] + durations[-1]) / 1000 <= seconds + 0.1
+
+
+async def test_a_flush_speaks_text_that_has_no_clause_end(node: Server) -> None:
+    async with stream_input(node) as messages:
+        await messages.ws.send(text("Just a few words"))
+        await messages.ws.send(text(" more", flush=True))
+        flushed = await messages.next()
+        assert flushed["audio"]
+        assert "".join(flushed["alignment"]["chars"]) == "Just a few words more"
+        await messages.ws.send(json.dumps({"text": ""}))
+        await messages.until_final()
+
+
+async def test_bad_messages_get_an_error_and_the_session_goes_on(node: Server) -> None:
+    async with stream_input(node) as messages:
+        for bad in ["not json", json.dumps({"flush": True}), json.dumps([1, 2])]:
+            await messages.ws.send(bad)
+            assert (await messages.next())["error"] == "invalid_message"
+        await messages.ws.send(text("Still here. "))
+        assert (await messages.next())["audio"]
+
+
+async def test_a_client_that_leaves_is_billed_for_the_text_it_sent(node: Server) -> None:
+    async with stream_input(node) as messages:
+        await messages.ws.send(text(FIRST))
+        await messages.next()
+        rid = request_id(messages)
+        messages.ws.transport.abort()
+    assert eventually(lambda: logged_status(node, rid)) == 101
+    assert billed(node, rid) == [("text-to-speech", len(FIRST))]
+
+
+async def test_an_idle_session_ends_with_elevenlabs_timeout_error(node: Server) -> None:
+    async with stream_input(node) as messages:
+        error = await messages.next()
+        assert error["error"] == "input_timeout_exceeded"
+        with pytest.raises(websockets.ConnectionClosedOK):
+            await messages.next()
+        rid = request_id(messages)
+    assert eventually(lambda: logged_status(node, rid)) == 101
+    assert billed(node, rid) == []
+
+
+async def test_elevenlabs_clients_key_header_is_taken(node: Server) -> None:
+    async with stream_input(node, headers={"xi-api-key": node.api_key}) as messages:
+        await messages.ws.send(text("Hello there. "))
+        assert (await messages.next())["audio"]
+
+
+@pytest.mark.parametrize(
+    ("voice_id", "query", "status", "code"),
+    [
+        ("voice_nope", {}, 404, "NOT_FOUND"),
+        (JOE, {"output_format": "wav"}, 400, "INVALID_REQUEST"),
+    ],
+)
+async def test_bad_upgrades_are_refused_before_upgrading(
+    node: Server, voice_id: str, query: dict[str, str], status: int, code: str
+) -> None:
+    with pytest.raises(InvalidStatus) as refused:
+        async with stream_input(node, voice_id, **query):
+            pass
+    response = refused.value.response
+    assert response.status_code == status
+    assert json.loads(response.body)["error"]["code"] == code
