@@ -33,6 +33,7 @@ from bench import (
     clone_similarity,
     ledger_overhead,
     provider_overhead,
+    realtime,
     stt_quality,
     tts_quality,
 )
@@ -453,6 +454,34 @@ def streaming(svc: Service, plan: Plan) -> tuple[list[Figure], dict[str, Any]]:
     return figures, {"first_byte_s": first_bytes, "whole_s": wholes, "concurrent": results}
 
 
+# --- 16. realtime sessions ---------------------------------------------------------------------
+
+
+def realtime_sessions(svc: Service, plan: Plan, key: str) -> tuple[list[Figure], dict[str, Any]]:
+    """Live transcription turns and input streaming's first audio (bench/realtime.py)."""
+    root = svc.base.removesuffix("/api/v1")
+    results = realtime.measure(
+        root, key, catalogue_voice_id(VOICE_KEY), plan.quick, max(1, plan.repeats)
+    )
+    got = realtime.summary(results)
+    figures = [
+        Figure("realtime_final_p50_ms", "16. live turn: final text after the end of speech, p50",
+               got["final_p50_ms"], "ms", "<=", 600.0),
+        Figure("realtime_first_delta_p50_ms", "16. live turn: first delta after speech starts, p50",
+               got["first_delta_p50_ms"], "ms", "<=", 1200.0),
+        Figure("realtime_four_final_p50_ms", "16. 4 sessions at once: final text after speech, p50",
+               got["four_final_p50_ms"], "ms"),
+        Figure("realtime_four_final_p95_ms", "16. 4 sessions at once: final text after speech, p95",
+               got["four_final_p95_ms"], "ms", "<=", 2 * got["final_p50_ms"]),
+        Figure("realtime_four_first_delta_p50_ms", "16. 4 sessions at once: first delta, p50",
+               got["four_first_delta_p50_ms"], "ms"),
+        Figure("stream_input_first_audio_ms",
+               "16. input streaming: first audio after the first clause",
+               got["first_audio_p50_ms"], "ms", "<=", 250.0),
+    ]  # fmt: skip
+    return figures, results
+
+
 # --- 6. upload memory -----------------------------------------------------------------------
 
 
@@ -720,6 +749,7 @@ def run(plan: Plan, work: Path) -> dict[str, Any]:
             ("responsiveness", lambda: responsiveness(svc, plan, clip, settings.pool_size)),
             ("concurrency", lambda: concurrency(svc, plan)),
             ("streaming", lambda: streaming(svc, plan)),
+            ("realtime", lambda: realtime_sessions(svc, plan, key)),
             ("upload_memory", lambda: upload_memory(svc)),
             ("provider_path", lambda: provider_path(svc, plan, piper, data_dir, work)),
         ]

@@ -48,6 +48,7 @@ from voice_service.providers.table import Providers
 from voice_service.ratelimit import RateLimiter
 from voice_service.realtime.routes import native_router as realtime_native_router
 from voice_service.realtime.routes import openai_router as realtime_openai_router
+from voice_service.realtime.vad import load_vad
 from voice_service.requestlog.routes import router as requests_router
 from voice_service.requestlog.spool import LogSpool
 from voice_service.requestlog.writer import RequestLogWriter
@@ -126,6 +127,7 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
                 if engines is not None
                 else await context.pool.start_up(Engines.load, settings)
             )
+            await context.pool.start_up(load_vad)  # live transcription's turn detection
             async with transaction(session_factory(startup_db)) as session:
                 await hold_startup_lock(session)
                 await check_pepper(session, pepper)

@@ -66,6 +66,11 @@ class InferencePool:
         """Slots held: by a step running, or just finished, in a thread."""
         return sum(queue.running for queue in self._queues.values())
 
+    @property
+    def has_free_slot(self) -> bool:
+        """A job asking now would run at once."""
+        return not self._slots.exhausted and self._slots.idle_line
+
     def queues(self) -> dict[str, dict[str, int]]:
         """Per capability: requests waiting for a slot, and holding one."""
         return {
@@ -289,6 +294,11 @@ class _Slots:
     @property
     def exhausted(self) -> bool:
         return self._free == 0
+
+    @property
+    def idle_line(self) -> bool:
+        """Nobody waits for a slot."""
+        return not self._under_way and not self._new
 
     async def acquire(self, *, under_way: bool, unless: asyncio.Event | None = None) -> None:
         """Take a slot; raise `ClientClosedRequest` instead if `unless` is set first."""

@@ -56,6 +56,7 @@ async def run_transcription(session: Session, _prepared: None) -> None:
         lambda audio, options: _transcribe(context, ledger, audio, options),
         lambda value: parse_language(value, known),
         take,
+        lambda: _spare_capacity(context),
     )
     ending: tuple[str, str] | None = None
     idle = context.settings.realtime_idle_seconds
@@ -97,6 +98,14 @@ async def run_transcription(session: Session, _prepared: None) -> None:
             await channel.close(1000, code)
         units = math.ceil(transcription.seconds_received)
         await ledger.session_ended(Charge(UsageEndpoint.REALTIME, units), channel.bytes_sent)
+
+
+def _spare_capacity(context: AppContext) -> bool:
+    """A partial transcript may run now: a provider transcribes (its own limits apply), or
+    one of this node's workers is free."""
+    assert context.engines is not None
+    local = context.engines.transcriber is not None
+    return context.pool.has_free_slot if local else True
 
 
 async def _transcribe(

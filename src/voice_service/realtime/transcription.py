@@ -126,11 +126,13 @@ class TranscriptionSession:
         transcribe: Transcriber,
         parse_language: Callable[[str | None], str | None],
         gate: AudioGate,
+        spare_capacity: Callable[[], bool],
     ) -> None:
         self.id = new_id("sess")
         self._send = send
         self._transcribe = transcribe
         self._gate = gate
+        self._spare_capacity = spare_capacity
         self._parse_language = parse_language
         self.config = SessionConfig()
         self._input = InputAudio(self.config.format)
@@ -297,12 +299,15 @@ class TranscriptionSession:
 
     def _start_partial(self, turn: _Turn, after: int) -> None:
         """Transcribe `turn` so far if `after` more samples of it were spoken since its last
-        partial, and the transcriber has nothing better to do (no partial still running,
-        no committed turn waiting)."""
+        partial, and the transcriber has nothing better to do: no partial still running,
+        no committed turn waiting, a worker free (partials never queue: on a busy node
+        they give way to whole turns, this session's and others')."""
         partial = self._partial
         running = partial is not None and not partial.done() and partial is not current_task()
         spoken = self._buffer_start + self._buffer.size - turn.start
         if running or not self._committed.empty() or spoken - turn.partial_at < after:
+            return
+        if not self._spare_capacity():
             return
         if spoken == turn.partial_at and turn.settled:
             return  # the same audio again would say the same
@@ -372,9 +377,8 @@ class TranscriptionSession:
             self._transcribing = False
             turn, audio = await self._committed.get()
             self._transcribing = True
-            partial = self._partial
-            if partial is not None and not partial.done():
-                await asyncio.wait([partial])  # its delta, if any, comes before the final
+            # A partial still running is not waited for: its text, once the turn is
+            # committed, is dropped (the final says it all).
             try:
                 text = await self._transcribe(audio, self._options(turn))
             except ApiError as error:

@@ -10,8 +10,9 @@ the first window at or above `threshold`; it stops once windows under `threshold
 from __future__ import annotations
 
 import functools
-import os
+import importlib.util
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -42,20 +43,22 @@ class VadEvent:
 
 @functools.cache
 def _model() -> onnxruntime.InferenceSession:
-    from faster_whisper.utils import get_assets_path
-
+    # The file inside faster-whisper's package, found without importing the package (and
+    # CTranslate2 with it) on a node that does not transcribe itself.
+    spec = importlib.util.find_spec("faster_whisper")
+    assert spec is not None and spec.submodule_search_locations is not None
+    path = Path(next(iter(spec.submodule_search_locations))) / "assets" / "silero_vad_v6.onnx"
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
     return onnxruntime.InferenceSession(
-        os.path.join(get_assets_path(), "silero_vad_v6.onnx"),
-        sess_options=options,
-        providers=["CPUExecutionProvider"],
+        str(path), sess_options=options, providers=["CPUExecutionProvider"]
     )
 
 
 def load_vad() -> None:
-    """Load the model now (at start, not in a session's first second)."""
+    """Load the model now (at start, in a worker thread), not in a session's first second
+    on the event loop."""
     _model()
 
 

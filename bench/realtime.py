@@ -1,0 +1,149 @@
+"""Figure 16: realtime sessions on a running node, timed from the client's side.
+
+Live transcription: a real recording (pocketsphinx-testdata's LibriVox reader) streamed at
+real-time pace in 40 ms pieces, then silence; how long after the last sample of speech was
+sent the turn's final text arrives, and how long after the first sample of speech the first
+delta does; one session, then four at once. Input streaming: how long after the first clause
+is sent its first audio arrives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import statistics
+import time
+from typing import Any
+
+import numpy as np
+import websockets
+
+from bench.speech_set import read_recording
+from voice_service.audio.encode import FORMATS, OutputFormat, encode
+from voice_service.engines.protocols import Pcm
+
+RECORDING = "librivox/sense_and_sensibility_01_austen_64kb-0870.wav"  # 7.1 s
+QUICK_RECORDING = "librivox/sense_and_sensibility_01_austen_64kb-0880.wav"  # 3.0 s
+PIECE = 0.04  # seconds per append
+LEAD = 0.5  # seconds of silence before the speech
+TAIL = 2.0  # and after it: the turn ends after VAD's 500 ms of it
+FIRST_CLAUSE = "Thanks for calling, "
+REST = "how can I help you with your order today?"
+PATIENCE = 120.0
+
+
+def _pcm24k(audio: np.ndarray[Any, Any]) -> bytes:
+    pcm = Pcm(np.round(audio * 32767).astype(np.int16), 16_000)
+    return encode([pcm], FORMATS[OutputFormat.PCM])
+
+
+async def _live_session(url: str, key: str, recording: str) -> dict[str, float]:
+    """Seconds from the end of speech to the final text, and from its start to the first
+    delta (none: inf), for one session."""
+    speech = read_recording(recording)
+    lead, tail = (
+        np.zeros(round(LEAD * 16_000), np.float32),
+        np.zeros(round(TAIL * 16_000), np.float32),
+    )
+    data = _pcm24k(np.concatenate([lead, speech, tail]))
+    step = round(48_000 * PIECE)
+    speech_from, speech_to = round(LEAD * 48_000), round((LEAD + speech.size / 16_000) * 48_000)
+    marks: dict[str, float] = {}
+    headers = {"Authorization": f"Bearer {key}"}
+    async with websockets.connect(url, additional_headers=headers, max_size=None) as ws:
+        update = {"transcription": {"language": "en"}}
+        session = {"type": "transcription", "audio": {"input": update}}
+        await ws.send(json.dumps({"type": "session.update", "session": session}))
+
+        async def listen() -> None:
+            async for raw in ws:
+                event = json.loads(raw)
+                kind = event["type"]
+                if kind.endswith("transcription.delta") and "delta" not in marks:
+                    marks["delta"] = time.perf_counter()
+                elif kind.endswith("transcription.completed"):
+                    marks["completed"] = time.perf_counter()
+                    return
+
+        listener = asyncio.create_task(listen())
+        started = time.perf_counter()
+        for index, start in enumerate(range(0, len(data), step)):
+            if start <= speech_from < start + step:
+                marks["speech_start"] = time.perf_counter()
+            if start < speech_to <= start + step:
+                marks["speech_end"] = time.perf_counter()
+            await ws.send(
+                json.dumps(
+                    {
+                        "type": "input_audio_buffer.append",
+                        "audio": base64.b64encode(data[start : start + step]).decode(),
+                    }
+                )
+            )
+            # Real-time pace, kept against drift.
+            await asyncio.sleep(max(0.0, started + (index + 1) * PIECE - time.perf_counter()))
+        await asyncio.wait_for(listener, PATIENCE)
+    return {
+        "final_after_speech_s": marks["completed"] - marks["speech_end"],
+        "first_delta_after_start_s": marks.get("delta", float("inf")) - marks["speech_start"],
+    }
+
+
+async def _first_audio(url: str, key: str) -> float:
+    """Seconds from sending the first complete clause to its first audio."""
+    headers = {"Authorization": f"Bearer {key}"}
+    async with websockets.connect(url, additional_headers=headers, max_size=None) as ws:
+        await ws.send(json.dumps({"text": " "}))
+        sent = time.perf_counter()
+        await ws.send(json.dumps({"text": FIRST_CLAUSE, "try_trigger_generation": True}))
+        while True:
+            message = json.loads(await asyncio.wait_for(ws.recv(), PATIENCE))
+            if message.get("audio"):
+                first = time.perf_counter() - sent
+                break
+        await ws.send(json.dumps({"text": REST}))
+        await ws.send(json.dumps({"text": ""}))
+        async for raw in ws:
+            if json.loads(raw).get("isFinal"):
+                break
+    return first
+
+
+def measure(root: str, key: str, voice_id: str, quick: bool, repeats: int) -> dict[str, Any]:
+    """What figure 16 reports, measured against the node at `root`."""
+    live = root.replace("http://", "ws://") + "/v1/realtime?intent=transcription"
+    speak = root.replace("http://", "ws://") + f"/api/v1/text-to-speech/{voice_id}/stream-input"
+    recording = QUICK_RECORDING if quick else RECORDING
+
+    async def run() -> dict[str, Any]:
+        await _live_session(live, key, QUICK_RECORDING)  # warm both paths
+        await _first_audio(speak, key)
+        alone = [await _live_session(live, key, recording) for _ in range(repeats)]
+        together = [
+            result
+            for _ in range(1 if quick else repeats)
+            for result in await asyncio.gather(
+                *(_live_session(live, key, recording) for _ in range(4))
+            )
+        ]
+        first_audio = [await _first_audio(speak, key) for _ in range(max(3, repeats))]
+        return {"alone": alone, "four": together, "first_audio_s": first_audio}
+
+    return asyncio.run(run())
+
+
+def summary(results: dict[str, Any]) -> dict[str, float]:
+    def median(rows: list[dict[str, float]], key: str) -> float:
+        return statistics.median(row[key] for row in rows)
+
+    four_final = sorted(row["final_after_speech_s"] for row in results["four"])
+    p95 = four_final[min(len(four_final) - 1, round(0.95 * (len(four_final) - 1)))]
+    return {
+        "final_p50_ms": median(results["alone"], "final_after_speech_s") * 1000,
+        "first_delta_p50_ms": median(results["alone"], "first_delta_after_start_s") * 1000,
+        "four_final_p50_ms": statistics.median(four_final) * 1000,
+        "four_final_p95_ms": p95 * 1000,
+        "four_first_delta_p50_ms": median(results["four"], "first_delta_after_start_s") * 1000,
+        "first_audio_p50_ms": statistics.median(results["first_audio_s"]) * 1000,
+    }
