@@ -117,8 +117,9 @@ def measure(root: str, key: str, voice_id: str, quick: bool, repeats: int) -> di
     recording = QUICK_RECORDING if quick else RECORDING
 
     async def run() -> dict[str, Any]:
-        await _live_session(live, key, QUICK_RECORDING)  # warm both paths
-        await _first_audio(speak, key)
+        if not quick:
+            await _live_session(live, key, QUICK_RECORDING)  # warm both paths
+            await _first_audio(speak, key)
         alone = [await _live_session(live, key, recording) for _ in range(repeats)]
         together = [
             result
@@ -127,7 +128,7 @@ def measure(root: str, key: str, voice_id: str, quick: bool, repeats: int) -> di
                 *(_live_session(live, key, recording) for _ in range(4))
             )
         ]
-        first_audio = [await _first_audio(speak, key) for _ in range(max(3, repeats))]
+        first_audio = [await _first_audio(speak, key) for _ in range(1 if quick else 3 * repeats)]
         return {"alone": alone, "four": together, "first_audio_s": first_audio}
 
     return asyncio.run(run())

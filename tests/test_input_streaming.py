@@ -218,6 +218,29 @@ async def test_a_client_that_leaves_is_billed_for_the_text_it_sent(node: Server)
     assert billed(node, rid) == [("text-to-speech", len(FIRST))]
 
 
+def synthesized_seconds(node: Server) -> float:
+    """The node's own count of seconds of speech made (its /metrics)."""
+    text = httpx.get(f"{node.root}/metrics", timeout=30).text
+    prefix = 'voice_service_audio_seconds_total{capability="text-to-speech"}'
+    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(prefix))
+
+
+async def test_a_client_that_leaves_after_its_last_text_stops_the_speech(node: Server) -> None:
+    long_text = "This sentence is one of many that nobody will hear. " * 40  # over a minute
+    before = synthesized_seconds(node)
+    async with stream_input(node) as messages:
+        await messages.ws.send(text(long_text))
+        await messages.ws.send(json.dumps({"text": ""}))
+        assert (await messages.next())["audio"]
+        rid = request_id(messages)
+        messages.ws.transport.abort()
+    assert eventually(lambda: logged_status(node, rid)) == 101
+    assert billed(node, rid) == [("text-to-speech", len(long_text))]
+    # The session ended with the client, not once all of it was spoken.
+    made = synthesized_seconds(node) - before
+    assert made < 30, made
+
+
 async def test_an_idle_session_ends_with_elevenlabs_timeout_error(node: Server) -> None:
     async with stream_input(node) as messages:
         error = await messages.next()

@@ -27,11 +27,13 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
+from fastapi import WebSocket
+
 from voice_service.audio.encode import AudioEncoder, AudioFormat
 from voice_service.audio.output_formats import parse_output_format
 from voice_service.auth.principal import Principal
 from voice_service.context import AppContext
-from voice_service.errors import ApiError, RateLimited
+from voice_service.errors import ApiError, InternalError, RateLimited
 from voice_service.models import Voice
 from voice_service.realtime.upgrade import Session, UnitGate
 from voice_service.speech.alignment import Alignment
@@ -158,7 +160,10 @@ class InputStream:
             if self._timed and self._elapsed > 0:
                 await self._send_audio(self._encoder.finish(), None)
             await self._session.channel.send({"audio": None, "isFinal": True})
-        except ApiError as error:
+        except Exception as exc:
+            if not isinstance(exc, ApiError):
+                logger.exception("speaking for session %s failed", self._session.ledger.request_id)
+            error = exc if isinstance(exc, ApiError) else InternalError()
             self.failure = error
             await self._error(error.code.lower(), error.message)
         finally:
@@ -259,8 +264,9 @@ async def run_input_stream(session: Session, prepared: Prepared) -> None:
             if stream.failure is not None:
                 break
         if not open_input or stream.failure is not None:
-            await stream.ended.wait()
-            await channel.close(1000 if stream.failure is None else 1011, "end of input")
+            left = max(0.0, ends_at - time.monotonic())
+            if await _spoken_or_gone(channel.websocket, stream.ended, left):
+                await channel.close(1000 if stream.failure is None else 1011, "end of input")
     finally:
         await stream.close()
         if ending is not None:
@@ -269,3 +275,26 @@ async def run_input_stream(session: Session, prepared: Prepared) -> None:
             await channel.close(1000, code)
         charge = Charge(UsageEndpoint.TEXT_TO_SPEECH, stream.characters, prepared.voice.id)
         await ledger.session_ended(charge, channel.bytes_sent)
+
+
+async def _spoken_or_gone(websocket: WebSocket, ended: asyncio.Event, seconds: float) -> bool:
+    """Wait, after the client's last text, until the last audio is out (True), the client
+    is gone or the session's time is up (False: speaking stops); what else it sends is
+    not read."""
+    spoken = asyncio.ensure_future(ended.wait())
+    message: asyncio.Future[Any] | None = None
+    try:
+        async with asyncio.timeout(seconds):
+            while True:
+                message = asyncio.ensure_future(websocket.receive())
+                await asyncio.wait({spoken, message}, return_when=asyncio.FIRST_COMPLETED)
+                if spoken.done():
+                    return True
+                if message.result()["type"] == "websocket.disconnect":
+                    return False
+    except TimeoutError:
+        return False
+    finally:
+        for waiting in (spoken, message):
+            if waiting is not None:
+                waiting.cancel()

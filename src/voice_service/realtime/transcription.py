@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from voice_service.engines.protocols import TranscribeOptions
-from voice_service.errors import ApiError
+from voice_service.errors import ApiError, InternalError
 from voice_service.ids import new_id
 from voice_service.realtime.audio_in import RATE, Floats, InputAudio, InputFormat
 from voice_service.realtime.vad import WINDOW, ServerVad, SpeechDetector
@@ -356,6 +356,9 @@ class TranscriptionSession:
         except ApiError as error:  # a partial is a nicety: the final will say it failed
             logger.debug("partial transcript of %s skipped: %s", turn.item_id, error.message)
             return
+        except Exception:
+            logger.exception("partial transcript of %s failed", turn.item_id)
+            return
         # Words are said once two partials in a row agree on them (the last word of a
         # partial left out: the audio may have cut it off mid-way).
         heard = text.split()[:-1]
@@ -381,7 +384,10 @@ class TranscriptionSession:
             # committed, is dropped (the final says it all).
             try:
                 text = await self._transcribe(audio, self._options(turn))
-            except ApiError as error:
+            except Exception as exc:
+                if not isinstance(exc, ApiError):  # a bug: the session goes on without it
+                    logger.exception("a realtime turn of %s failed", self.id)
+                error = exc if isinstance(exc, ApiError) else InternalError()
                 await self._event(
                     "error",
                     error={

@@ -92,6 +92,7 @@ ENDPOINTS = (
     "text-to-speech/stream",
     "text-to-speech/with-timestamps",
     "text-to-speech/with-timestamps/stream",
+    "realtime",  # live transcription sessions, on both APIs
     "voices",
     "voices/clone",
     "usage",

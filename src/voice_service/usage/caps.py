@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import ColumnElement, delete, func, select, update
+from sqlalchemy import ColumnElement, ScalarSelect, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from voice_service.auth.principal import Principal
@@ -85,7 +85,11 @@ async def hold_units(
         return None
     remaining = []
     for whose, cap, billed_here, held_here in caps:
-        used = await _billed(session, billed_here, since) + await _held(session, held_here)
+        # One statement, so one snapshot: read in two, a request billed in between (its
+        # hold dropped and its usage row added in one commit) would be in neither sum.
+        used = int(
+            await session.scalar(select(_billed(billed_here, since) + _held(held_here))) or 0
+        )
         if used + units > cap:
             raise _refusal(whose, cap, used, units, now)
         remaining.append(cap - used - units)
@@ -105,18 +109,13 @@ async def drop_hold(session: AsyncSession, request_id: str) -> None:
     await session.execute(delete(UnitHold).where(UnitHold.request_id == request_id))
 
 
-async def _billed(session: AsyncSession, which: ColumnElement[bool], since: datetime) -> int:
-    total = await session.scalar(
-        select(func.coalesce(func.sum(UsageRecord.units), 0)).where(
-            which, UsageRecord.created_at >= since
-        )
-    )
-    return int(total or 0)
+def _billed(which: ColumnElement[bool], since: datetime) -> ScalarSelect[int]:
+    units = func.coalesce(func.sum(UsageRecord.units), 0)
+    return select(units).where(which, UsageRecord.created_at >= since).scalar_subquery()
 
 
-async def _held(session: AsyncSession, which: ColumnElement[bool]) -> int:
-    total = await session.scalar(select(func.coalesce(func.sum(UnitHold.units), 0)).where(which))
-    return int(total or 0)
+def _held(which: ColumnElement[bool]) -> ScalarSelect[int]:
+    return select(func.coalesce(func.sum(UnitHold.units), 0)).where(which).scalar_subquery()
 
 
 def _refusal(whose: str, cap: int, used: int, units: int, now: datetime) -> RateLimited:
