@@ -1,8 +1,9 @@
 """Text to speech: find the caller's voice, synthesize chunk by chunk in the pool, bill.
 
-Every endpoint that speaks goes through `speech_chunks`: the engines yield PCM per chunk of
-text, the encoder turns each into bytes, and the caller either sends them as they come
-(streams) or joins them into one file (the native /text-to-speech, with exact headers).
+Every endpoint that speaks goes through `speech_chunks`, or `timed_speech` where it also
+says when each character is spoken: the engines yield PCM per chunk of text, the encoder
+turns each into bytes, and the caller either sends them as they come (streams) or joins
+them into one file (the native /text-to-speech, with exact headers).
 """
 
 from __future__ import annotations
