@@ -144,4 +144,5 @@ async def _deny(websocket: WebSocket, ledger: Ledger, error: ApiError) -> None:
     body = envelope_bytes(error, ledger.request_id, websocket.url.path)
     headers = {**error.headers, "X-Request-ID": ledger.request_id}
     response = Response(body, error.status, headers, media_type="application/json")
-    await websocket.send_denial_response(response)
+    with contextlib.suppress(OSError, RuntimeError):  # the client left while being refused
+        await websocket.send_denial_response(response)
