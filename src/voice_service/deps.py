@@ -103,6 +103,7 @@ def check_scope(principal: Principal, scope: Scope, service: Service | None = No
         check_service(principal, service)
 
 
+Speaker = Annotated[Principal, Depends(require(Scope.TEXT_TO_SPEECH, Service.TEXT_TO_SPEECH))]
 VoicesReader = Annotated[Principal, Depends(require(Scope.VOICES_READ))]
 UsageReader = Annotated[Principal, Depends(require(Scope.USAGE_READ))]
 

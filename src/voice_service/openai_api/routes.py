@@ -15,7 +15,14 @@ from fastapi import APIRouter, Depends, Request, Response
 from voice_service.audio.encode import FORMATS
 from voice_service.audio.formats import OPENAI_AUDIO
 from voice_service.auth.principal import Principal
-from voice_service.deps import Authenticated, Context, IdempotencyKey, RequestLedger, require
+from voice_service.deps import (
+    Authenticated,
+    Context,
+    IdempotencyKey,
+    RequestLedger,
+    Speaker,
+    require,
+)
 from voice_service.engines.protocols import TranscribeOptions
 from voice_service.errors import ApiError, InvalidRequest, NotFound
 from voice_service.ledger import Ledger
@@ -68,7 +75,7 @@ async def speech(
     request: Request,
     context: Context,
     ledger: RequestLedger,
-    principal: Annotated[Principal, Depends(require(Scope.TEXT_TO_SPEECH, Service.TEXT_TO_SPEECH))],
+    principal: Speaker,
     _idempotent: IdempotencyKey,
 ) -> MeteredStream:
     body = await parse_json(request, SpeechBody)

@@ -35,7 +35,7 @@ from voice_service.auth.principal import Principal
 from voice_service.context import AppContext
 from voice_service.errors import ApiError, InternalError, RateLimited
 from voice_service.models import Voice
-from voice_service.realtime.upgrade import Session, UnitGate
+from voice_service.realtime.upgrade import Session, UnitGate, next_message
 from voice_service.speech.alignment import Alignment
 from voice_service.speech.service import is_remote, speech_chunks, timed_speech
 from voice_service.usage.charge import Charge
@@ -240,19 +240,12 @@ async def run_input_stream(session: Session, prepared: Prepared) -> None:
     try:
         open_input = True
         while open_input:
-            left = ends_at - time.monotonic()
-            try:
-                async with asyncio.timeout(min(idle, max(0.0, left))):
-                    message = await channel.websocket.receive()
-            except TimeoutError:
-                if stream.busy and time.monotonic() < ends_at:
-                    continue  # speaking is not idleness
-                expired = time.monotonic() >= ends_at
-                ending = (
-                    ("session_expired", "The session reached its time limit.")
-                    if expired
-                    else ("input_timeout_exceeded", f"No text for {idle:g} s: the session ends.")
-                )
+            message = await next_message(channel.websocket, ends_at, idle, lambda: stream.busy)
+            if message == "expired":
+                ending = "session_expired", "The session reached its time limit."
+                break
+            if message == "idle":
+                ending = "input_timeout_exceeded", f"No text for {idle:g} s: the session ends."
                 break
             if message["type"] == "websocket.disconnect":
                 break

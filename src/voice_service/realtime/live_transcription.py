@@ -4,7 +4,6 @@ the providers file routes the session's language to; seconds of audio billed at 
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
 import time
@@ -22,7 +21,7 @@ from voice_service.ledger import Ledger
 from voice_service.providers.wire import AudioFile
 from voice_service.realtime.audio_in import RATE, Floats
 from voice_service.realtime.transcription import TranscriptionSession
-from voice_service.realtime.upgrade import Session, UnitGate
+from voice_service.realtime.upgrade import Session, UnitGate, next_message
 from voice_service.transcription.service import known_languages, parse_language
 from voice_service.usage.charge import Charge
 from voice_service.vocabulary import Capability, UsageEndpoint
@@ -64,18 +63,15 @@ async def run_transcription(session: Session, _prepared: None) -> None:
         await transcription.created()
         ends_at = time.monotonic() + context.settings.max_realtime_seconds
         while True:
-            left = ends_at - time.monotonic()
-            try:
-                async with asyncio.timeout(min(idle, max(0.0, left))):
-                    message = await channel.websocket.receive()
-            except TimeoutError:
-                if transcription.busy and time.monotonic() < ends_at:
-                    continue  # waiting on the node is not idleness
-                if time.monotonic() >= ends_at:
-                    limit = context.settings.max_realtime_seconds
-                    ending = "session_expired", f"The session reached its limit of {limit:g} s."
-                else:
-                    ending = "session_idle", f"No event for {idle:g} s: the session ends."
+            message = await next_message(
+                channel.websocket, ends_at, idle, lambda: transcription.busy
+            )
+            if message == "expired":
+                limit = context.settings.max_realtime_seconds
+                ending = "session_expired", f"The session reached its limit of {limit:g} s."
+                break
+            if message == "idle":
+                ending = "session_idle", f"No event for {idle:g} s: the session ends."
                 break
             if message["type"] == "websocket.disconnect":
                 break

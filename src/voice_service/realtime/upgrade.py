@@ -14,12 +14,14 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from fastapi import WebSocket
 from starlette.responses import Response
+from starlette.types import Message
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 
 from voice_service.auth.principal import Principal
@@ -106,6 +108,24 @@ async def serve_session(
             log_failure(ledger.request_id, exc)
             await ledger.stream_ended(Charge(endpoint, 0), ProviderError(), channel.bytes_sent)
             await channel.close(1011, "internal error")
+
+
+async def next_message(
+    websocket: WebSocket, ends_at: float, idle: float, busy: Callable[[], bool]
+) -> Message | Literal["expired", "idle"]:
+    """The client's next message; or why the session ends first: its time (`ends_at`, on
+    `time.monotonic()`) is up, or the client sent nothing for `idle` seconds while the
+    session was not `busy` (waiting on the node is not idleness)."""
+    while True:
+        left = ends_at - time.monotonic()
+        try:
+            async with asyncio.timeout(min(idle, max(0.0, left))):
+                return await websocket.receive()
+        except TimeoutError:
+            if time.monotonic() >= ends_at:
+                return "expired"
+            if not busy():
+                return "idle"
 
 
 class UnitGate:

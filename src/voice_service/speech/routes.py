@@ -2,12 +2,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 
 from voice_service.audio import output_formats
 from voice_service.audio.output_formats import parse_output_format
-from voice_service.auth.principal import Principal
-from voice_service.deps import Context, IdempotencyKey, RequestLedger, require
+from voice_service.deps import Context, IdempotencyKey, RequestLedger, Speaker
 from voice_service.schemas import error_responses, json_request_body, parse_json
 from voice_service.speech.schemas import SpeechRequest
 from voice_service.speech.service import (
@@ -18,7 +17,6 @@ from voice_service.speech.service import (
     timestamped_json,
 )
 from voice_service.streaming import MeteredStream
-from voice_service.vocabulary import Scope, Service
 
 router = APIRouter(tags=["speech"])
 
@@ -46,7 +44,7 @@ async def text_to_speech(
     request: Request,
     context: Context,
     ledger: RequestLedger,
-    principal: Annotated[Principal, Depends(require(Scope.TEXT_TO_SPEECH, Service.TEXT_TO_SPEECH))],
+    principal: Speaker,
     _idempotent: IdempotencyKey,
     output_format: OutputFormatName = None,
 ) -> Response:
@@ -76,7 +74,7 @@ async def text_to_speech_stream(
     request: Request,
     context: Context,
     ledger: RequestLedger,
-    principal: Annotated[Principal, Depends(require(Scope.TEXT_TO_SPEECH, Service.TEXT_TO_SPEECH))],
+    principal: Speaker,
     _idempotent: IdempotencyKey,
     output_format: OutputFormatName = None,
 ) -> MeteredStream:
@@ -132,7 +130,7 @@ async def text_to_speech_with_timestamps(
     request: Request,
     context: Context,
     ledger: RequestLedger,
-    principal: Annotated[Principal, Depends(require(Scope.TEXT_TO_SPEECH, Service.TEXT_TO_SPEECH))],
+    principal: Speaker,
     _idempotent: IdempotencyKey,
     output_format: OutputFormatName = None,
 ) -> Response:
@@ -159,7 +157,7 @@ async def text_to_speech_with_timestamps_stream(
     request: Request,
     context: Context,
     ledger: RequestLedger,
-    principal: Annotated[Principal, Depends(require(Scope.TEXT_TO_SPEECH, Service.TEXT_TO_SPEECH))],
+    principal: Speaker,
     _idempotent: IdempotencyKey,
     output_format: OutputFormatName = None,
 ) -> MeteredStream:

@@ -62,12 +62,21 @@ async def synthesize_speech(
     fmt: AudioFormat = MP3,
 ) -> bytes:
     """The native /text-to-speech: one file, billed once it is made."""
-    voice = await find_voice(context, principal, body.voice_id)
-    charge = speech_charge(voice, body.text)
-    await ledger.hold(charge.units)
+    voice, charge = await _held_voice(context, principal, ledger, body.voice_id, body.text)
     audio = await speak(context, voice, body.text, ledger, fmt)
     await ledger.bill(charge)
     return audio
+
+
+async def _held_voice(
+    context: AppContext, principal: Principal, ledger: Ledger, voice_id: str, text: str
+) -> tuple[Voice, Charge]:
+    """The caller's voice and what speaking `text` with it costs, the units held against
+    the caller's caps before any work."""
+    voice = await find_voice(context, principal, voice_id)
+    charge = speech_charge(voice, text)
+    await ledger.hold(charge.units)
+    return voice, charge
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,9 +96,7 @@ async def stream_speech(
     speed: float = 1.0,
 ) -> SpeechStream:
     """A streamed answer of `voice_id` saying `text`, its units held first."""
-    voice = await find_voice(context, principal, voice_id)
-    charge = speech_charge(voice, text)
-    await ledger.hold(charge.units)
+    voice, charge = await _held_voice(context, principal, ledger, voice_id, text)
     chunks = speech_chunks(context, voice, text, ledger, fmt, streaming=True, speed=speed)
     return SpeechStream(await started(chunks), charge)
 
@@ -102,9 +109,7 @@ async def synthesize_with_timestamps(
     fmt: AudioFormat,
 ) -> tuple[bytes, Alignment]:
     """/text-to-speech/with-timestamps: one file and when each character is spoken."""
-    voice = await find_voice(context, principal, body.voice_id)
-    charge = speech_charge(voice, body.text)
-    await ledger.hold(charge.units)
+    voice, charge = await _held_voice(context, principal, ledger, body.voice_id, body.text)
     parts: list[bytes] = []
     alignment = Alignment()
     made = timed_speech(context, voice, body.text, ledger, fmt, streaming=False)
@@ -125,9 +130,7 @@ async def stream_with_timestamps(
 ) -> SpeechStream:
     """/text-to-speech/with-timestamps/stream: a JSON line per chunk, its audio and the
     characters it speaks."""
-    voice = await find_voice(context, principal, body.voice_id)
-    charge = speech_charge(voice, body.text)
-    await ledger.hold(charge.units)
+    voice, charge = await _held_voice(context, principal, ledger, body.voice_id, body.text)
     made = timed_speech(context, voice, body.text, ledger, fmt, streaming=True)
     return SpeechStream(await started(_json_lines(made)), charge)
 
