@@ -36,6 +36,7 @@ from bench import (
     realtime,
     stt_quality,
     tts_quality,
+    wyoming_piper,
 )
 from bench.procs import (
     PYTHON,
@@ -127,9 +128,14 @@ class Service:
         self.auth = {"Authorization": f"Bearer {key}"}
         self.client = httpx.Client(headers=self.auth, timeout=300)
 
-    def tts(self, text: str, client: httpx.Client | None = None) -> bytes:
+    def tts(
+        self, text: str, client: httpx.Client | None = None, output_format: str | None = None
+    ) -> bytes:
         body = {"text": text, "voice_id": catalogue_voice_id(VOICE_KEY)}
-        response = (client or self.client).post(f"{self.base}/text-to-speech", json=body)
+        params = {"output_format": output_format} if output_format else None
+        response = (client or self.client).post(
+            f"{self.base}/text-to-speech", json=body, params=params
+        )
         response.raise_for_status()
         return response.content
 
@@ -447,11 +453,67 @@ def streaming(svc: Service, plan: Plan) -> tuple[list[Figure], dict[str, Any]]:
         Figure("stream_concurrent_rps", "9. 8 streams at once: throughput", n / elapsed,
                "req/s"),
         Figure("stream_concurrent_first_p50_ms", "9. 8 streams at once: first byte p50",
-               statistics.median(concurrent_first) * 1000, "ms"),
+               statistics.median(concurrent_first) * 1000, "ms", "<=", 1000.0),
         Figure("stream_concurrent_first_max_ms", "9. 8 streams at once: first byte max",
-               concurrent_first[-1] * 1000, "ms"),
+               concurrent_first[-1] * 1000, "ms", "<=", 2000.0),
     ]  # fmt: skip
     return figures, {"first_byte_s": first_bytes, "whole_s": wholes, "concurrent": results}
+
+
+# --- 17. beside wyoming-piper ------------------------------------------------------------------
+
+
+def beside_wyoming_piper(
+    svc: Service, plan: Plan, work: Path
+) -> tuple[list[Figure], dict[str, Any]]:
+    """The paragraph, one request at a time, ours and wyoming-piper's alternated; then four
+    at once, alternated (bench/wyoming_piper.py)."""
+    server = wyoming_piper.start(work)
+    n = 4
+    clients = [httpx.Client(headers=svc.auth, timeout=300) for _ in range(n)]
+    timings: dict[str, list[float]] = {
+        name: [] for name in ("ours", "ours_pcm", "ours_first", "theirs", "theirs_first")
+    }
+    at_once: dict[str, list[float]] = {"ours": [], "theirs": []}
+    try:
+        svc.tts(PARAGRAPH), wyoming_piper.speak(server, PARAGRAPH)  # warm both
+        for _ in range(max(plan.repeats, 2)):
+            timings["ours"].append(_timed(lambda: svc.tts(PARAGRAPH)))
+            theirs = wyoming_piper.speak(server, PARAGRAPH)
+            timings["theirs"].append(theirs.whole_s)
+            timings["theirs_first"].append(theirs.first_s)
+            timings["ours_pcm"].append(
+                _timed(lambda: svc.tts(PARAGRAPH, output_format="pcm_22050"))
+            )
+            timings["ours_first"].append(svc.first_byte(PARAGRAPH)[0])
+        with ThreadPoolExecutor(n) as executor:
+            for _ in range(plan.rounds):
+                at_once["ours"].append(
+                    _timed(lambda: list(executor.map(lambda c: svc.tts(PARAGRAPH, c), clients)))
+                )
+                at_once["theirs"].append(wyoming_piper.speak_at_once(server, [PARAGRAPH] * n))
+    finally:
+        server.stop()
+        for client in clients:
+            client.close()
+    got = {name: statistics.median(values) for name, values in timings.items()}
+    ours_rps, theirs_rps = (n / statistics.median(at_once[side]) for side in ("ours", "theirs"))
+    figures = [
+        Figure("wyoming_whole_ratio", "17. whole answer, idle node: ours (MP3) / wyoming-piper",
+               got["ours"] / got["theirs"], "x", "<=", 1.1),
+        Figure("wyoming_whole_pcm_ratio",
+               "17. whole answer, idle node: ours (raw PCM) / wyoming-piper",
+               got["ours_pcm"] / got["theirs"], "x"),
+        Figure("wyoming_ours_whole_s", "17. ours: whole answer (MP3)", got["ours"], "s"),
+        Figure("wyoming_theirs_whole_s", "17. wyoming-piper: whole answer", got["theirs"], "s"),
+        Figure("wyoming_ours_first_ms", "17. ours: first audio (stream)",
+               got["ours_first"] * 1000, "ms", "<=", 150.0),
+        Figure("wyoming_theirs_first_ms", "17. wyoming-piper: first audio",
+               got["theirs_first"] * 1000, "ms"),
+        Figure("wyoming_four_rps_ratio", "17. 4 at once: ours / wyoming-piper throughput",
+               ours_rps / theirs_rps, "x"),
+    ]  # fmt: skip
+    return figures, {"one_at_a_time": timings, "four_at_once": at_once}
 
 
 # --- 16. realtime sessions ---------------------------------------------------------------------
@@ -750,6 +812,7 @@ def run(plan: Plan, work: Path) -> dict[str, Any]:
             ("concurrency", lambda: concurrency(svc, plan)),
             ("streaming", lambda: streaming(svc, plan)),
             ("realtime", lambda: realtime_sessions(svc, plan, key)),
+            ("wyoming_piper", lambda: beside_wyoming_piper(svc, plan, work)),
             ("upload_memory", lambda: upload_memory(svc)),
             ("provider_path", lambda: provider_path(svc, plan, piper, data_dir, work)),
         ]

@@ -1,22 +1,28 @@
-"""The inference pool runs generators a step at a time, one item ahead at most: a caller
-that keeps up keeps its worker, one that stops asking holds none and gets one again before
-new jobs do, and a job whose client has left stops (or never starts)."""
+"""The inference pool runs work a step at a time, each step on a slot of its own: a caller
+that stops asking holds no worker, a free slot goes to live turns, then first steps, then
+later ones, one job alone spreads its parts over every free worker, and a job whose client
+has left stops (or never starts)."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
+from typing import TypeVar
 
 import pytest
 
 from voice_service.admission import Job
+from voice_service.engines.protocols import EngineError
 from voice_service.errors import ClientClosedRequest
 from voice_service.metrics.registry import Metrics
 from voice_service.pool import InferencePool
 from voice_service.vocabulary import Capability
 
 pytestmark = pytest.mark.anyio
+
+T = TypeVar("T")
 
 SPEECH = Job(Capability.TEXT_TO_SPEECH, "piper")
 
@@ -123,49 +129,170 @@ async def test_many_streams_get_every_item_once_and_in_order() -> None:
     pool.shutdown()
 
 
-async def test_a_caller_that_keeps_up_keeps_its_worker() -> None:
+async def test_live_turns_then_first_steps_then_later_steps() -> None:
     pool = one_slot_pool()
     log: list[str] = []
-    gate = threading.Event()
+    gates = [threading.Event(), threading.Event()]
 
     def gated(count: int) -> Iterator[int]:
         for index in range(count):
-            if index == 1:
-                gate.wait()  # item 1 is made only once a new job waits for the slot
+            gates[min(index, 1)].wait(10)
             log.append(f"item {index}")
             yield index
 
     items = pool.stream(SPEECH, gated, 3)
-    assert await anext(items) == 0
-    rest = asyncio.ensure_future(collect(items))  # asks for each item as soon as it has one
-    newcomer = asyncio.ensure_future(pool.run(SPEECH, log.append, "new job"))
-    await until(lambda: waiting(pool) == 1)
-    gate.set()
-    assert await rest == [1, 2]
-    await newcomer
-    assert log == ["item 0", "item 1", "item 2", "new job"]
-    pool.shutdown()
-
-
-async def test_a_stream_under_way_takes_the_slot_before_a_new_job() -> None:
-    pool = one_slot_pool()
-    log: list[str] = []
-    items = pool.stream(SPEECH, Counting(log).items, 3)
-    assert await anext(items) == 0
-    await until(lambda: len(log) == 2 and pool.in_use == 0)  # item 1 made ahead
-    release = threading.Event()
-    blocker = asyncio.ensure_future(pool.run(SPEECH, release.wait))
+    first = asyncio.ensure_future(anext(items))  # item 0 is being made, on the only slot
     await until(lambda: pool.in_use == 1)
-    assert await anext(items) == 1  # made already; item 2 now waits for the slot
+    blocker = asyncio.ensure_future(pool.run(SPEECH, gates[1].wait, 10))
     await until(lambda: waiting(pool) == 1)
-    newcomer = asyncio.ensure_future(pool.run(SPEECH, log.append, "new job"))
-    await until(lambda: waiting(pool) == 2)  # the new job asked after the stream's step
-    release.set()
-    assert await blocker
-    await newcomer
-    assert log == ["item 0", "item 1", "item 2", "new job"]
+    gates[0].set()
+    assert await first == 0  # the slot went to the blocker, which holds it
+    second = asyncio.ensure_future(anext(items))  # item 1 waits in line: a later step
+    await until(lambda: waiting(pool) == 1)
+    new = asyncio.ensure_future(pool.run(SPEECH, log.append, "new job"))
+    await until(lambda: waiting(pool) == 2)
+    live_job = Job(Capability.SPEECH_TO_TEXT, "whisper", live=True)
+    live = asyncio.ensure_future(pool.run(live_job, log.append, "live turn"))
+    await until(lambda: pool.queues()[Capability.SPEECH_TO_TEXT]["waiting"] == 1)
+    gates[1].set()  # the blocker ends: its slot goes to the most urgent step waiting
+    await asyncio.gather(blocker, new, live)
+    assert await second == 1
+    assert log == ["item 0", "live turn", "new job", "item 1"]
     await items.aclose()
     pool.shutdown()
+
+
+def two_slot_pool() -> InferencePool:
+    return InferencePool(
+        2, queue_timeout=30, max_queued=8, metrics=Metrics(org_labels=False, shared_directory=None)
+    )
+
+
+async def test_one_job_alone_spreads_its_parts_over_every_free_worker() -> None:
+    pool = two_slot_pool()
+    together = threading.Barrier(2, timeout=10)  # broken unless two parts run at once
+
+    def part(index: int) -> int:
+        if index < 2:
+            together.wait()
+        return index
+
+    parts = [functools.partial(part, index) for index in range(4)]
+    made = pool.in_order(SPEECH, parts, lambda index: f"part {index}", lambda: "end")
+    assert await collect_all(made) == ["part 0", "part 1", "part 2", "part 3", "end"]
+    await until(lambda: pool.in_use == 0)
+    pool.shutdown()
+
+
+async def test_parts_made_out_of_order_are_emitted_in_order_one_at_a_time() -> None:
+    pool = two_slot_pool()
+    first_may_end = threading.Event()
+    emitting = threading.Lock()
+    emitted: list[int] = []
+
+    def part(index: int) -> int:
+        if index == 0:
+            first_may_end.wait(10)  # part 1 is made first
+        else:
+            first_may_end.set()
+        return index
+
+    def emit(index: int) -> int:
+        assert emitting.acquire(blocking=False), "two emits at once"
+        try:
+            emitted.append(index)
+            return index
+        finally:
+            emitting.release()
+
+    parts = [functools.partial(part, index) for index in range(6)]
+    assert await collect_all(pool.in_order(SPEECH, parts, emit, lambda: -1)) == [
+        0,
+        1,
+        2,
+        3,
+        4,
+        5,
+        -1,
+    ]
+    assert emitted == [0, 1, 2, 3, 4, 5]
+    pool.shutdown()
+
+
+async def test_under_load_a_jobs_next_part_waits_in_line_for_its_slot() -> None:
+    pool = two_slot_pool()
+    log: list[str] = []
+    release = threading.Event()
+    blocker = asyncio.ensure_future(pool.run(SPEECH, release.wait, 10))
+    await until(lambda: pool.in_use == 1)
+    gate = threading.Event()
+
+    def part(index: int) -> int:
+        if index == 0:
+            gate.wait(10)
+        log.append(f"part {index}")
+        return index
+
+    parts = [functools.partial(part, i) for i in range(2)]
+    made = pool.in_order(SPEECH, parts, str, lambda: "end")
+    first = asyncio.ensure_future(anext(made))
+    await until(lambda: pool.in_use == 2)  # part 0 on the free worker; no room for part 1
+    newcomers = [asyncio.ensure_future(pool.run(SPEECH, log.append, f"new {n}")) for n in range(2)]
+    await until(lambda: waiting(pool) == 2)
+    gate.set()  # part 0's worker goes to the newcomers, not on to part 1
+    assert await first == "0"
+    await asyncio.gather(*newcomers)
+    release.set()
+    assert await collect_all(made) == ["1", "end"]
+    await blocker
+    assert log == ["part 0", "new 0", "new 1", "part 1"]
+    pool.shutdown()
+
+
+async def test_parts_run_at_most_the_pool_size_ahead_of_the_caller() -> None:
+    pool = two_slot_pool()
+    made_count = 0
+
+    def part(index: int) -> int:
+        nonlocal made_count
+        made_count += 1
+        return index
+
+    made = pool.in_order(SPEECH, [functools.partial(part, i) for i in range(9)], str, lambda: "")
+    assert await anext(made) == "0"
+    await until(lambda: made_count >= 3 and pool.in_use == 0)
+    await asyncio.sleep(0.2)  # a dawdling caller: a chance to run further ahead, not taken
+    assert made_count == 3  # items 1 and 2, made while item 0 was used
+    await made.aclose()
+    pool.shutdown()
+
+
+async def test_a_part_that_fails_fails_the_job_after_the_parts_before_it() -> None:
+    pool = two_slot_pool()
+
+    def part(index: int) -> int:
+        if index == 2:
+            raise EngineError("part 2")
+        return index
+
+    made = pool.in_order(SPEECH, [functools.partial(part, i) for i in range(5)], str, lambda: "")
+    assert await anext(made) == "0"
+    assert await anext(made) == "1"
+    with pytest.raises(EngineError, match="part 2"):
+        await anext(made)
+    await until(lambda: pool.in_use == 0)
+    pool.shutdown()
+
+
+async def test_a_job_with_no_parts_only_finishes() -> None:
+    pool = two_slot_pool()
+    assert await collect_all(pool.in_order(SPEECH, [], str, lambda: "end")) == ["end"]
+    await until(lambda: pool.in_use == 0)
+    pool.shutdown()
+
+
+async def collect_all(items: AsyncIterator[T]) -> list[T]:
+    return [item async for item in items]
 
 
 async def test_a_job_whose_client_left_while_it_waited_never_runs() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import math
 from dataclasses import dataclass, field
+from enum import IntEnum
 
 from voice_service.vocabulary import Capability
 
@@ -18,14 +19,30 @@ from voice_service.vocabulary import Capability
 EWMA_WEIGHT = 0.2
 
 
+class Priority(IntEnum):
+    """Which step a free inference slot goes to first: the lowest value waiting."""
+
+    LIVE = 0  # a live-transcription turn: a caller is waiting mid-conversation
+    FIRST = 1  # a request's first step: its first audio, its first segment
+    LATER = 2  # a later step of a request under way
+
+
 @dataclass(frozen=True, slots=True)
 class Job:
     """What a pool call does: the capability it queues under and the engine that runs it;
-    `abandoned` is set when whoever asked for it no longer wants it (its client left)."""
+    `abandoned` is set when whoever asked for it no longer wants it (its client left);
+    `live` for a live-transcription turn."""
 
     capability: Capability
     engine: str
     abandoned: asyncio.Event | None = field(default=None, compare=False)
+    live: bool = False
+
+    def priority(self, step: int) -> Priority:
+        """The priority of its `step`-th step (from 0)."""
+        if self.live:
+            return Priority.LIVE
+        return Priority.FIRST if step == 0 else Priority.LATER
 
 
 @dataclass(slots=True)

@@ -10,13 +10,13 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncGenerator, Callable, Iterator
+from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any, ParamSpec, TypeVar, cast
+from dataclasses import dataclass, field
+from typing import Any, Generic, ParamSpec, TypeVar, cast
 
-from voice_service.admission import CapabilityQueue, Job
+from voice_service.admission import CapabilityQueue, Job, Priority
 from voice_service.engines.deadline import InferenceTimeout
 from voice_service.engines.protocols import EngineError
 from voice_service.errors import ClientClosedRequest, NodeBusy, ProviderError
@@ -27,11 +27,9 @@ logger = logging.getLogger(__name__)
 
 P = ParamSpec("P")
 T = TypeVar("T")
+R = TypeVar("R")
 # A step's outcome, on the event loop.
 Step = asyncio.Future
-# Called on the event loop when a step is done, with the step and when its slot was taken:
-# whether the slot goes on to the job's next step rather than back to the pool.
-AfterStep = Callable[[Future[T], float], bool]
 
 
 # Inference threads run at a lower CPU priority than the event loop: with every core busy
@@ -43,6 +41,12 @@ INFERENCE_NICENESS = 10
 class InferencePool:
     """N threads (onnxruntime and CTranslate2 release the GIL) behind a queue with a deadline,
     and a bound on each capability's share of that queue.
+
+    Work is scheduled by step (a chunk of text, a window of audio), not by request: each
+    step takes a slot and gives it back, and a free slot goes to the most urgent step
+    waiting (`Priority`): live turns, then first steps, then the rest. So starting costs
+    every request one step's wait, however many long answers are under way, and the
+    total work done stays the same.
 
     A request that finds every slot busy and `max_queued` requests of its capability
     already waiting is refused at once (`NodeBusy`, with a Retry-After from the measured
@@ -62,6 +66,10 @@ class InferencePool:
         self._queues = {capability: CapabilityQueue() for capability in Capability}
 
     @property
+    def size(self) -> int:
+        return self._size
+
+    @property
     def in_use(self) -> int:
         """Slots held: by a step running, or just finished, in a thread."""
         return sum(queue.running for queue in self._queues.values())
@@ -72,7 +80,7 @@ class InferencePool:
         return not self._slots.exhausted and self._slots.idle_line
 
     def queues(self) -> dict[str, dict[str, int]]:
-        """Per capability: requests waiting for a slot, and holding one."""
+        """Per capability: steps waiting for a slot, and holding one."""
         return {
             capability: {"waiting": queue.waiting, "running": queue.running}
             for capability, queue in self._queues.items()
@@ -84,78 +92,95 @@ class InferencePool:
         return await asyncio.wrap_future(self._executor.submit(load, *args, **kwargs))
 
     async def run(self, job: Job, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """`fn(...)` in a worker thread, as one step."""
         held = _Held(job)
-        await self._take_slot(job, under_way=False)
-
-        def finished(_step: Future[T], _since: float) -> bool:
-            self._finished(held)
-            return False  # the slot goes back
-
+        await self._take_slot(job, job.priority(0))
         # The slot frees when the thread is done, not when a disconnected caller gives up.
-        outcome = self._submit(held, functools.partial(fn, *args, **kwargs), finished)
-        with _timeouts_as_provider_errors(fn):
+        outcome = self._submit(held, functools.partial(fn, *args, **kwargs))
+        outcome.add_done_callback(lambda _: self._finished(held))
+        with _timeouts_as_provider_errors(_name(fn)):
             return await outcome
 
     async def stream(
         self, job: Job, fn: Callable[P, Iterator[T]], *args: P.args, **kwargs: P.kwargs
     ) -> AsyncGenerator[T, None]:
         """The items of the generator `fn(...)`, each made in a worker thread, one step at a
-        time (see `_Steps`): the next item is made while the caller handles this one, and
-        no further, so a caller that stops asking (a client that stops reading) holds the
-        generator back and, once its item ahead is made, no worker. Closing early (a client
-        that left) closes the generator between items."""
-        held = _Held(job)
+        time: the next item is made while the caller handles this one, and no further, so
+        a caller that stops asking (a client that stops reading) holds the generator back
+        and no worker. Closing early (a client that left) closes the generator between
+        items."""
         items = fn(*args, **kwargs)  # a generator: nothing runs before its first item
-        await self._take_slot(job, under_way=False)
-        steps = _Steps(self, held, functools.partial(_next_or_done, items))
-        try:
-            while True:
-                with _timeouts_as_provider_errors(fn):
-                    item = await steps.next_item()
-                if item is _DONE:
-                    return
+        order: _InOrder[T, T] = _InOrder(_same, None, steps=None)
+        work = functools.partial(_next_or_done, items)
+        async with self._steps(job, work, order, width=1, name=_name(fn), items=items) as steps:
+            while (item := await steps.next_item()) is not _DONE:
                 yield cast(T, item)
+
+    async def in_order(
+        self,
+        job: Job,
+        parts: Sequence[Callable[[], R]],
+        emit: Callable[[R], T],
+        finish: Callable[[], T],
+    ) -> AsyncGenerator[T, None]:
+        """`emit` of each part's outcome in order, then `finish()`. The parts are made in
+        worker threads, on as many free workers as there are (one request on an idle node
+        uses them all) and at most `size` ahead of what the caller took; `emit` runs in the
+        thread that completes the next part, one part at a time. The parts must be safe to
+        make at once (an ONNX session's run is)."""
+        order: _InOrder[R, T] = _InOrder(emit, finish, steps=max(len(parts), 1))
+
+        def work(index: int) -> R | object:
+            return parts[index]() if index < len(parts) else _NO_PART
+
+        async with self._steps(job, work, order, width=self._size, name=job.engine) as steps:
+            while (item := await steps.next_item()) is not _DONE:
+                yield cast(T, item)
+
+    @contextlib.asynccontextmanager
+    async def _steps(
+        self,
+        job: Job,
+        work: Callable[[int], object],
+        order: _InOrder[Any, Any],
+        *,
+        width: int,
+        name: str,
+        items: Iterator[Any] | None = None,
+    ) -> AsyncGenerator[_Steps, None]:
+        held = _Held(job)
+        await self._take_slot(job, job.priority(0))
+        steps = _Steps(self, held, work, order, width)
+        try:
+            with _timeouts_as_provider_errors(name):
+                yield steps
         finally:
-            self._close_when_idle(held, items, steps.stop())
+            steps.stop(lambda: self._close(held, items))
 
-    def _close_when_idle(
-        self, held: _Held, items: Iterator[Any], ahead: asyncio.Task[Step[object]] | None
-    ) -> None:
-        """Close the generator once no thread runs it (it cannot be closed while one does),
-        without a slot: closing only runs its `finally` blocks. Callbacks, not awaits: this
-        runs while the caller is being closed or cancelled."""
+    def _close(self, held: _Held, items: Iterator[Any] | None) -> None:
+        """Once no step runs: close the generator, if any, without a slot (closing only
+        runs its `finally` blocks), and count the job's work."""
+        if items is None:
+            self._finished(held)
+            return
         loop = asyncio.get_running_loop()
-
-        def close(_: object = None) -> None:
-            try:
-                closing = self._executor.submit(_close, items)
-            except RuntimeError:  # the pool has shut down: no thread will run it again
-                _close(items)
-                self._finished(held)
-            else:
-                closing.add_done_callback(lambda _: loop.call_soon_threadsafe(self._finished, held))
-
-        def after_last_step(_: object = None) -> None:
-            last = held.last_step
-            if last is None or last.done():
-                close()
-            else:
-                last.add_done_callback(lambda _: loop.call_soon_threadsafe(close))
-
-        if ahead is not None and not ahead.done():
-            ahead.cancel()  # still waiting for a slot: it stops (one just handed over is passed on)
-            ahead.add_done_callback(after_last_step)
+        try:
+            closing = self._executor.submit(_close, items)
+        except RuntimeError:  # the pool has shut down: no thread will run it again
+            _close(items)
+            self._finished(held)
         else:
-            after_last_step()
+            closing.add_done_callback(lambda _: loop.call_soon_threadsafe(self._finished, held))
 
-    async def _take_slot(self, job: Job, *, under_way: bool) -> None:
+    async def _take_slot(self, job: Job, priority: Priority) -> None:
         """Wait for a slot: refused at once when the capability's queue is full (not for a
         job already under way), given up after the queue timeout or once the job is
         abandoned."""
         queue = self._queues[job.capability]
         if job.abandoned is not None and job.abandoned.is_set():
             raise ClientClosedRequest()
-        if not under_way and self._slots.exhausted and queue.waiting >= self._max_queued:
+        starting = priority is not Priority.LATER
+        if starting and self._slots.exhausted and queue.waiting >= self._max_queued:
             self._metrics.refused(job.capability)
             raise NodeBusy(queue.retry_after(self._size))
         queue.waiting += 1
@@ -163,7 +188,7 @@ class InferencePool:
         waiting_since = time.monotonic()
         try:
             async with asyncio.timeout(self._queue_timeout):
-                await self._slots.acquire(under_way=under_way, unless=job.abandoned)
+                await self._slots.acquire(priority, unless=job.abandoned)
         except TimeoutError:
             raise ProviderError(
                 "Every inference worker stayed busy; the request is safe to retry."
@@ -173,30 +198,35 @@ class InferencePool:
         finally:  # also when the caller gave up waiting (its client left)
             queue.waiting -= 1
             self._queue_changed(job.capability)
-            if not under_way:
+            if starting:
                 self._metrics.waited(job.capability, time.monotonic() - waiting_since)
 
-    def _submit(
-        self,
-        held: _Held,
-        work: Callable[[], T],
-        after: AfterStep[T] | None = None,
-        since: float | None = None,
-    ) -> Step[T]:
-        """Run one step of `held` in a thread on the slot it holds (since `since`, or now).
-        When the thread is done, on the event loop: the slot is given back, unless
-        `after(step, since)` passed it on to the job's next step; then the returned future
-        gets the step's outcome (so whoever awaits it sees the slot's fate decided)."""
+    def _take_free_slot(self, job: Job) -> bool:
+        """Take a slot only if one is free and nobody waits for it."""
+        if not self._slots.take_free():
+            return False
+        self._queues[job.capability].running += 1
+        self._queue_changed(job.capability)
+        return True
+
+    def _submit(self, held: _Held, work: Callable[[], T]) -> Step[T]:
+        """Run one step of `held` in a thread on a slot it holds. When the thread is done,
+        on the event loop: the slot is given back, then the returned future gets the
+        step's outcome."""
         loop = asyncio.get_running_loop()
-        held_since = time.monotonic() if since is None else since
-        step = self._executor.submit(held.step, work)
-        held.last_step = step
-        outcome: Step[T] = loop.create_future()
+        since = time.monotonic()
         capability = held.job.capability
+        try:
+            step = self._executor.submit(held.step, work)
+        except RuntimeError:  # the pool has shut down
+            self._release(capability, since)
+            raise ProviderError(
+                "The node is shutting down; the request is safe to retry."
+            ) from None
+        outcome: Step[T] = loop.create_future()
 
         def done() -> None:
-            if after is None or not after(step, held_since):
-                self._release(capability, held_since)
+            self._release(capability, since)
             if not outcome.cancelled():  # its awaiter gave up; the thread ran on regardless
                 _copy_outcome(step, outcome)
 
@@ -222,74 +252,224 @@ class InferencePool:
 
 
 class _Steps:
-    """The steps of one generator job, each making one item in a worker thread.
+    """The steps of one job, on the event loop: which to start, on what slot, and when.
 
-    A step whose item the caller is already waiting for passes its slot straight on to the
-    next step: the next item is made while the caller handles this one, and a caller that
-    keeps up keeps its worker. A step that finishes before the caller asks (a client not
-    reading) gives its slot back; when the caller does ask, the next step takes a slot
-    again, ahead of jobs not yet started. A job whose client left is not continued."""
+    Step `i` may start once the caller has taken item `i - width` (a caller that stops
+    asking holds the job back). The job's first step has its slot already. Further steps
+    take free slots while there are some; when none of the job's steps runs, the next
+    waits in line for one (`Priority.LATER`), behind every job's first step. A step gives
+    its slot back when it ends, so the job keeps no worker it is not using."""
 
-    def __init__(self, pool: InferencePool, held: _Held, work: Callable[[], object]) -> None:
+    def __init__(
+        self,
+        pool: InferencePool,
+        held: _Held,
+        work: Callable[[int], object],
+        order: _InOrder[Any, Any],
+        width: int,
+    ) -> None:
         self._pool = pool
         self._held = held
         self._work = work
-        self._waiting = False  # the caller awaits the current step's item
-        self._chained: Step[object] | None = None  # the next step, on the current's slot
-        self._ahead: asyncio.Task[Step[object]] | None = None  # taking a slot for it
-        self._current: Step[object] | None = pool._submit(held, work, self._keep_slot)
+        self._order = order
+        self._width = width
+        self._next = 0  # the next step to start
+        self._running = 0
+        self._taken = 0  # items the caller took
+        self._waiting: asyncio.Task[None] | None = None  # the next step, waiting for a slot
+        self._wake: asyncio.Future[None] | None = None  # the caller, waiting for an item
+        self._on_idle: Callable[[], None] | None = None  # set once stopped
+        self._start()  # on the slot taken for it
+        self._plan()
 
     async def next_item(self) -> object:
-        self._waiting = True
-        try:
-            if self._current is None:
-                assert self._ahead is not None
-                self._current = await self._ahead
-                self._ahead = None
-            item = await self._current
-        finally:
-            self._waiting = False
-        self._current, self._chained = self._chained, None
-        if self._current is None and item is not _DONE:
-            self._ahead = asyncio.ensure_future(self._next_step())
-        return item
+        """The next item in order, `_DONE` after the last; a step's error, in its turn."""
+        while True:
+            item = self._order.take()
+            if item is not _NOTHING:
+                if item is not _DONE:
+                    self._taken += 1
+                    self._plan()
+                return item
+            if self._waiting is not None and self._waiting.done():
+                self._waiting.result()  # why it got no slot (or gave up: the client left)
+            abandoned = self._held.job.abandoned
+            if abandoned is not None and abandoned.is_set():
+                raise ClientClosedRequest()
+            self._wake = asyncio.get_running_loop().create_future()
+            try:
+                await self._wake
+            finally:
+                self._wake = None
 
-    def stop(self) -> asyncio.Task[Step[object]] | None:
-        """No more steps: the task still taking a slot for one, if any, to be ended."""
-        self._waiting = False
-        return self._ahead
+    def stop(self, on_idle: Callable[[], None]) -> None:
+        """No more steps; `on_idle()` once none runs. Callbacks, not awaits: this runs
+        while the caller is being closed or cancelled."""
+        self._on_idle = on_idle
+        if self._waiting is not None and not self._waiting.done():
+            self._waiting.cancel()  # a slot handed over just now is passed on
+            self._waiting.add_done_callback(lambda _: self._idle_check())
+        else:
+            self._idle_check()
 
-    def _keep_slot(self, step: Future[object], since: float) -> bool:
-        abandoned = self._held.job.abandoned
+    def _plan(self) -> None:
+        job = self._held.job
         if (
-            not self._waiting
-            or self._chained is not None  # one ahead already: the caller has not taken it
-            or step.cancelled()
-            or step.exception() is not None
-            or step.result() is _DONE
-            or (abandoned is not None and abandoned.is_set())
+            self._on_idle is not None
+            or self._order.ended
+            or (job.abandoned is not None and job.abandoned.is_set())
         ):
-            return False
-        try:
-            self._chained = self._pool._submit(self._held, self._work, self._keep_slot, since)
-        except RuntimeError:  # the pool has shut down
-            return False
-        return True
+            return
+        limit = self._taken + self._width
+        if self._order.steps is not None:
+            limit = min(limit, self._order.steps)
+        while self._next < limit and self._waiting is None and self._pool._take_free_slot(job):
+            self._start()
+        if self._next < limit and self._running == 0 and self._waiting is None:
+            self._waiting = asyncio.ensure_future(self._start_in_turn())
+            self._waiting.add_done_callback(self._waited)
 
-    async def _next_step(self) -> Step[object]:
-        await self._pool._take_slot(self._held.job, under_way=True)
-        return self._pool._submit(self._held, self._work, self._keep_slot)
+    async def _start_in_turn(self) -> None:
+        await self._pool._take_slot(self._held.job, self._held.job.priority(self._next))
+        self._start()
+
+    def _waited(self, waiting: asyncio.Task[None]) -> None:
+        if waiting.cancelled() or waiting.exception() is not None:
+            self._wake_caller()  # it learns why from the task
+            return
+        self._waiting = None
+        self._plan()
+
+    def _start(self) -> None:
+        """Run the next step on a slot taken for it."""
+        index = self._next
+        self._next += 1
+        self._running += 1
+        order = self._order
+        work = self._work
+
+        def step() -> None:
+            try:
+                made = work(index)
+            except BaseException as exc:
+                order.put(index, _Failure(exc))
+                raise
+            order.put(index, made)
+
+        try:
+            outcome = self._pool._submit(self._held, step)
+        except ProviderError as exc:  # the pool has shut down
+            self._running -= 1
+            order.put(index, _Failure(exc))
+            self._wake_caller()
+            return
+        outcome.add_done_callback(self._step_done)
+
+    def _step_done(self, outcome: Step[None]) -> None:
+        if not outcome.cancelled():
+            outcome.exception()  # seen: the caller gets it in its turn, from the order
+        self._running -= 1
+        self._plan()
+        self._wake_caller()
+        self._idle_check()
+
+    def _wake_caller(self) -> None:
+        if self._wake is not None and not self._wake.done():
+            self._wake.set_result(None)
+
+    def _idle_check(self) -> None:
+        waiting = self._waiting is not None and not self._waiting.done()
+        if self._on_idle is not None and self._running == 0 and not waiting:
+            on_idle, self._on_idle = self._on_idle, _ignore
+            on_idle()
+
+
+class _InOrder(Generic[R, T]):
+    """Made parts handed on in order, whichever worker thread made them: the thread that
+    completes the next part runs `emit` on it, and on any parts made after it, one thread
+    at a time; after the last of `steps` (or a part made as `_DONE`), `finish()`."""
+
+    def __init__(
+        self, emit: Callable[[R], T], finish: Callable[[], T] | None, *, steps: int | None
+    ) -> None:
+        self.steps = steps
+        self._emit = emit
+        self._finish = finish
+        self._lock = threading.Lock()
+        self._made: dict[int, object] = {}
+        self._next = 0  # the next part to emit
+        self._emitting = False
+        self._items: deque[object] = deque()  # emitted, not yet taken; then _DONE or a failure
+        self.ended = False  # no part after the ones made is wanted
+
+    def put(self, index: int, made: object) -> None:
+        """In a worker thread: part `index` is made (or failed, as a `_Failure`). Raises
+        what `emit` raised, if it failed in this thread."""
+        with self._lock:
+            self._made[index] = made
+            if self._emitting:
+                return  # the thread emitting now will emit it in its turn
+            self._emitting = True
+        while True:
+            with self._lock:
+                part = self._made.pop(self._next, _NOTHING)
+                if part is _NOTHING or self.ended:  # the next part is not made yet
+                    self._emitting = False
+                    return
+                index = self._next
+                self._next += 1
+            items = self._emitted(index, part)
+            with self._lock:
+                self._items.extend(items)
+                ending = items[-1] if items else None
+                if ending is _DONE or isinstance(ending, _Failure):
+                    self.ended = True
+            if isinstance(ending, _Failure) and ending is not part:
+                raise ending.error  # `emit` failed in this thread: its step failed
+
+    def _emitted(self, index: int, part: object) -> list[object]:
+        if isinstance(part, _Failure):
+            return [part]
+        try:
+            items: list[object] = (
+                [] if part is _NO_PART or part is _DONE else [self._emit(cast(R, part))]
+            )
+            if part is _DONE or index + 1 == self.steps:
+                if self._finish is not None:
+                    items.append(self._finish())
+                items.append(_DONE)
+        except BaseException as exc:
+            return [_Failure(exc)]
+        return items
+
+    def take(self) -> object:
+        """The next item, `_DONE` after the last, `_NOTHING` if none is ready yet; raises
+        a part's error in its turn."""
+        with self._lock:
+            if not self._items:
+                return _NOTHING
+            item = self._items[0]
+            if item is _DONE:
+                return _DONE
+            if isinstance(item, _Failure):
+                raise item.error
+            return self._items.popleft()
+
+
+@dataclass(frozen=True, slots=True)
+class _Failure:
+    error: BaseException
 
 
 class _Slots:
-    """`size` slots handed out in order of asking, except that the next step of a job
-    already under way goes before any job not yet started: admitted work finishes first,
-    and a new request waits only behind work that admission control has counted."""
+    """`size` slots, each handed to the most urgent step waiting, in order of asking within
+    a priority."""
 
     def __init__(self, size: int) -> None:
         self._free = size
-        self._under_way: deque[asyncio.Future[None]] = deque()
-        self._new: deque[asyncio.Future[None]] = deque()
+        self._lines: dict[Priority, deque[asyncio.Future[None]]] = {
+            priority: deque() for priority in Priority
+        }
 
     @property
     def exhausted(self) -> bool:
@@ -298,15 +478,21 @@ class _Slots:
     @property
     def idle_line(self) -> bool:
         """Nobody waits for a slot."""
-        return not self._under_way and not self._new
+        return not any(self._lines.values())
 
-    async def acquire(self, *, under_way: bool, unless: asyncio.Event | None = None) -> None:
-        """Take a slot; raise `ClientClosedRequest` instead if `unless` is set first."""
-        if self._free > 0 and not self._under_way and not self._new:
+    def take_free(self) -> bool:
+        """Take a slot if one is free and nobody waits for it."""
+        if self._free > 0 and self.idle_line:
             self._free -= 1
+            return True
+        return False
+
+    async def acquire(self, priority: Priority, *, unless: asyncio.Event | None = None) -> None:
+        """Take a slot; raise `ClientClosedRequest` instead if `unless` is set first."""
+        if self.take_free():
             return
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        line = self._under_way if under_way else self._new
+        line = self._lines[priority]
         line.append(waiter)
         watcher = _set_when(unless, waiter) if unless is not None else None
         try:
@@ -322,7 +508,7 @@ class _Slots:
                 watcher.cancel()
 
     def release(self) -> None:
-        for line in (self._under_way, self._new):
+        for line in self._lines.values():  # most urgent first
             while line:
                 waiter = line.popleft()
                 if not waiter.done():
@@ -344,16 +530,16 @@ def _set_when(event: asyncio.Event, waiter: asyncio.Future[None]) -> asyncio.Tas
 
 @dataclass(slots=True)
 class _Held:
-    """A job's steps so far: how long they ran in a thread, the last one, and whether an
-    engine error ended it."""
+    """A job's steps so far: how long they ran in threads, and whether an engine error
+    ended one."""
 
     job: Job
     busy_seconds: float = 0.0
     failed: bool = False
-    last_step: Future[Any] | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def step(self, work: Callable[[], T]) -> T:
-        """Run in a worker thread; a job's steps run one after another, never together."""
+        """Run in a worker thread, maybe beside another step of the same job."""
         started = time.perf_counter()
         try:
             return work()
@@ -361,10 +547,13 @@ class _Held:
             self.failed = True
             raise
         finally:
-            self.busy_seconds += time.perf_counter() - started
+            with self._lock:
+                self.busy_seconds += time.perf_counter() - started
 
 
-_DONE = object()
+_DONE = object()  # after a job's last item
+_NOTHING = object()  # no item (or part) yet
+_NO_PART = object()  # the step that only finishes a job with no parts
 
 
 def _copy_outcome(step: Future[T], outcome: Step[T]) -> None:
@@ -376,9 +565,17 @@ def _copy_outcome(step: Future[T], outcome: Step[T]) -> None:
         outcome.set_result(step.result())
 
 
-def _next_or_done(items: Iterator[T]) -> T | object:
+def _next_or_done(items: Iterator[T], _index: int) -> T | object:
     # StopIteration cannot travel through a future (it would end the awaiting coroutine).
     return next(items, _DONE)
+
+
+def _same(item: T) -> T:
+    return item
+
+
+def _ignore() -> None:
+    pass
 
 
 def _close(items: Iterator[Any]) -> None:
@@ -387,12 +584,16 @@ def _close(items: Iterator[Any]) -> None:
         close()
 
 
+def _name(fn: Callable[..., Any]) -> str:
+    return getattr(fn, "__name__", "inference")
+
+
 @contextmanager
-def _timeouts_as_provider_errors(fn: Callable[..., Any]) -> Iterator[None]:
+def _timeouts_as_provider_errors(name: str) -> Iterator[None]:
     try:
         yield
     except InferenceTimeout as exc:
-        logger.warning("%s %s", getattr(fn, "__name__", "inference"), exc)
+        logger.warning("%s %s", name, exc)
         raise ProviderError(
             "The voice engine took too long and was stopped; the request is safe to retry."
         ) from None

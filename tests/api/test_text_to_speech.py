@@ -13,8 +13,10 @@ from sqlalchemy import select
 
 from tests.helpers.api import assert_error, mp3_facts, speak, usage_units
 from tests.helpers.app import Tenant, Tenants, running
-from tests.helpers.voices import GERMAN, JOE, SPANISH
+from tests.helpers.voices import GERMAN, JOE, JOE_KEY, SPANISH
 from voice_service.app import create_app
+from voice_service.audio.encode import MP3, AudioEncoder
+from voice_service.engines.registry import Engines
 from voice_service.ids import catalogue_voice_id
 from voice_service.models import UsageRecord
 from voice_service.requestlog.repository import recent_requests
@@ -32,6 +34,22 @@ async def test_returns_mono_mp3_speech(client: httpx.AsyncClient, tenant: Tenant
     assert channels == 1
     assert 1.5 < seconds < 6
     assert bit_rate >= 64_000
+
+
+async def test_chunks_made_on_several_workers_are_the_speech_made_one_after_another(
+    client: httpx.AsyncClient, tenant: Tenant, engines: Engines
+) -> None:
+    # Four sentences: four chunks, which an idle node makes on all its workers at once.
+    text = (
+        "The keeper climbed the stairs. He lit the lamp at dusk. "
+        "Ships passed in the night. By morning the sea was calm."
+    )
+    response = await speak(client, tenant, text)
+    assert response.status_code == 200
+    encoder = AudioEncoder(MP3, streaming=False, bitrate=Settings().mp3_bitrate)
+    for chunk in engines.speak(JOE_KEY, None, text):
+        encoder.add(chunk.pcm)
+    assert response.content == encoder.finish()
 
 
 async def test_a_kokoro_voice_returns_mp3_speech(client: httpx.AsyncClient, tenant: Tenant) -> None:

@@ -23,8 +23,9 @@ from piper.const import BOS, PAD
 from piper.voice import PiperVoice
 
 from voice_service.engines.espeak_lock import ESPEAK_LOCK
+from voice_service.engines.onnx_graph import exposing
 from voice_service.engines.protocols import EngineError, EngineVoice, Pcm, WordTime
-from voice_service.engines.word_times import exposing, only, shifted, word_times
+from voice_service.engines.word_times import only, shifted, word_times
 
 _LOGGER = logging.getLogger(__name__)
 

@@ -8,6 +8,7 @@ the prefix of a voice key ("piper:en_US-joe-medium" is Piper's).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
@@ -74,14 +75,29 @@ class Engines:
         *,
         quick_start: bool = False,
     ) -> Iterator[SpokenChunk]:
-        """`text` spoken chunk by chunk (`chunking.split_text`), so memory stays bounded
-        whatever its length and each chunk can be sent as soon as it is made; in a clone's
-        voice when its `profile` is given; with a short first chunk for a `quick_start`.
-        Raises `UnknownVoice` before any work."""
-        speak_chunk = self.chunk_speaker(voice_key, profile)
+        """`text` spoken chunk by chunk, one after another (see `speech_parts`)."""
+        for part in self.speech_parts(voice_key, profile, text, quick_start=quick_start):
+            yield part()
+
+    def speech_parts(
+        self,
+        voice_key: str,
+        profile: Mapping[str, Any] | None,
+        text: str,
+        *,
+        quick_start: bool = False,
+    ) -> list[Callable[[], SpokenChunk]]:
+        """`text` in chunks (`chunking.split_text`), each a call that speaks it, so memory
+        stays bounded whatever its length and each chunk can be sent as soon as it is made;
+        in a clone's voice when its `profile` is given; with a short first chunk for a
+        `quick_start`. The calls may run at once on several threads. The voice is looked up
+        by the first call made, which raises `UnknownVoice` before any work."""
+        speaker = functools.cache(lambda: self.chunk_speaker(voice_key, profile))
         first_chars = FIRST_CHUNK_CHARS if quick_start else None
-        for chunk in split_text(text, first_chars=first_chars):
-            yield SpokenChunk(chunk, speak_chunk(chunk))
+        return [
+            functools.partial(_spoken, speaker, chunk)
+            for chunk in split_text(text, first_chars=first_chars)
+        ]
 
     @staticmethod
     def speaker_name(voice_key: str, profile: Mapping[str, Any] | None) -> str:
@@ -100,6 +116,10 @@ class Engines:
         if engine is None or not any(voice.key == voice_key for voice in engine.voices()):
             raise UnknownVoice(voice_key)
         return lambda chunk: engine.synthesize(voice_key, chunk)
+
+
+def _spoken(speaker: Callable[[], Callable[[str], Pcm]], chunk: str) -> SpokenChunk:
+    return SpokenChunk(chunk, speaker()(chunk))
 
 
 def load_cloner(speakers: Mapping[str, TextToSpeech]) -> WorldCloner | None:

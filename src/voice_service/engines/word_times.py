@@ -7,10 +7,7 @@ between espeak-ng's spaces, punctuation left out (it lasts as a pause, not as th
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
-
-import onnx
+from collections.abc import Iterable, Sequence
 
 from voice_service.engines.protocols import WordTime
 
@@ -42,17 +39,6 @@ def word_times(
 
 def shifted(spans: Sequence[WordTime], seconds: float) -> list[WordTime]:
     return [(start + seconds, end + seconds) for start, end in spans]
-
-
-def exposing(model_path: Path, tensor: Callable[[onnx.GraphProto], str | None]) -> bytes:
-    """The ONNX model at `model_path`, with the tensor `tensor` names in its graph (the
-    durations; None when the graph is laid out otherwise) as one more output."""
-    model = onnx.load(str(model_path))
-    name = tensor(model.graph)
-    if name is not None and all(output.name != name for output in model.graph.output):
-        model.graph.output.append(onnx.ValueInfoProto(name=name))
-    serialized: bytes = model.SerializeToString()
-    return serialized
 
 
 def only(names: Iterable[str]) -> str | None:

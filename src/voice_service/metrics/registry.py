@@ -72,7 +72,7 @@ class Metrics:
         )
         self.running = Gauge(
             "voice_service_inference_running",
-            "Requests holding an inference worker.",
+            "Inference workers busy (one request may use several at once).",
             ("capability",),
             multiprocess_mode="livesum",
             registry=registry,

@@ -119,7 +119,7 @@ async def _transcribe(
         return transcript.text
     if transcriber is None:
         raise ProviderError("This node has no transcription engine.")
-    job = Job(Capability.SPEECH_TO_TEXT, context.engines.transcriber_name)
+    job = Job(Capability.SPEECH_TO_TEXT, context.engines.transcriber_name, live=True)
     try:
         return await context.pool.run(job, _text, transcriber, audio, options)
     except EngineError as exc:

@@ -13,16 +13,17 @@ import functools
 import json
 import logging
 import time
-from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
+from abc import ABC, abstractmethod
+from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Generic, TypeVar
 
 from voice_service.admission import Job
 from voice_service.audio.encode import MP3, AudioEncoder, AudioFormat
 from voice_service.auth.principal import Principal
 from voice_service.context import AppContext
-from voice_service.engines.deadline import InferenceBudget
+from voice_service.engines.deadline import Deadline, InferenceBudget
 from voice_service.engines.protocols import EngineError, UnknownVoice
 from voice_service.engines.registry import Engines, SpokenChunk
 from voice_service.errors import InvalidRequest, NotFound, ProviderError
@@ -38,12 +39,6 @@ from voice_service.voices.service import find_voice
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-# A pool job of speech: the engines, the voice key and clone profile, the text, the
-# encoder, the request's limits; an item per chunk spoken.
-Step = Callable[
-    [Engines, str, Mapping[str, Any] | None, str, AudioEncoder, "Speaking"], Iterator[T]
-]
 
 # Characters per second of the slowest speech a provider makes (people say about 15).
 SLOWEST_SPEECH = 5.0
@@ -192,7 +187,8 @@ async def speech_chunks(
     encoder = AudioEncoder(
         fmt, streaming=streaming, bitrate=context.settings.mp3_bitrate, speed=speed
     )
-    async with aclosing(_made_here(context, voice, text, ledger, _encoded_chunks, encoder)) as made:
+    speech = _Encoded(context.engines, voice, text, encoder, _speaking(context, ledger))
+    async with aclosing(_made_here(context, voice, ledger, speech)) as made:
         async for chunk in made:
             if chunk:
                 yield chunk
@@ -222,11 +218,12 @@ async def timed_speech(
         raise InvalidRequest(
             f"Voice {voice.id!r} is spoken by a provider, which reports no timestamps."
         )
-    finish = encoder is None
+    finishing = encoder is None
     if encoder is None:
         encoder = AudioEncoder(fmt, streaming=streaming, bitrate=context.settings.mp3_bitrate)
-    step = _timed_chunks if finish else _timed_chunks_unfinished
-    async with aclosing(_made_here(context, voice, text, ledger, step, encoder)) as made:
+    speaking = _speaking(context, ledger)
+    speech = _Timed(context.engines, voice, text, encoder, speaking, finishing=finishing)
+    async with aclosing(_made_here(context, voice, ledger, speech)) as made:
         async for chunk in made:
             yield chunk
 
@@ -237,114 +234,128 @@ def is_remote(context: AppContext, voice: Voice) -> bool:
 
 
 async def _made_here(
-    context: AppContext,
-    voice: Voice,
-    text: str,
-    ledger: Ledger,
-    step: Step[T],
-    encoder: AudioEncoder,
+    context: AppContext, voice: Voice, ledger: Ledger, speech: _Speech[T]
 ) -> AsyncGenerator[T, None]:
-    """What `step` makes of this node's engines speaking, each item a pool step. Engine
+    """What `speech` makes of this node's engines speaking, its chunks pool steps. Engine
     failures are API errors here; a client that leaves stops the speech at the next chunk
     (`ClientClosedRequest`)."""
-    assert context.engines is not None
-    request_id = ledger.request_id
     engine = Engines.speaker_name(voice.engine_voice, voice.profile)
-    made = context.pool.stream(
+    made = context.pool.in_order(
         Job(Capability.TEXT_TO_SPEECH, engine, abandoned=ledger.client_gone),
-        step,
-        context.engines,
-        voice.engine_voice,
-        voice.profile,
-        text,
-        encoder,
-        Speaking(
-            context.inference_budget,
-            request_id,
-            functools.partial(context.metrics.count_audio, Capability.TEXT_TO_SPEECH),
-        ),
+        speech.parts,
+        speech.emit,
+        speech.finish,
     )
     try:
         async with aclosing(made) as items:
             async for item in items:
                 yield item
     except UnknownVoice as exc:
-        logger.error("voice %s of %s: %s", voice.id, request_id, exc)
+        logger.error("voice %s of %s: %s", voice.id, ledger.request_id, exc)
         raise NotFound(f"Voice {voice.id!r} is not served by this node.") from None
     except EngineError as exc:
-        logger.error("synthesis failed for %s with voice %s: %r", request_id, voice.id, exc)
+        logger.error("synthesis failed for %s with voice %s: %r", ledger.request_id, voice.id, exc)
         raise ProviderError() from exc
 
 
 @dataclass(frozen=True, slots=True)
 class Speaking:
-    """What a pool step needs of the request besides the text."""
+    """What speaking needs of the request besides the text."""
 
     budget: InferenceBudget
     request_id: str
     count_audio: Callable[[float], None]
 
 
-def _encoded_chunks(
-    engines: Engines,
-    voice_key: str,
-    profile: Mapping[str, Any] | None,
-    text: str,
-    encoder: AudioEncoder,
-    speaking: Speaking,
-) -> Iterator[bytes]:
-    for chunk in _spoken(engines, voice_key, profile, text, encoder, speaking):
-        # Every chunk is a step of its own, bytes or not (a whole file's encoder keeps
-        # them to the end): between steps the pool gives the worker to others and stops
-        # the speech of a client that left.
-        yield encoder.add(chunk.pcm)
-    yield encoder.finish()
+def _speaking(context: AppContext, ledger: Ledger) -> Speaking:
+    count = functools.partial(context.metrics.count_audio, Capability.TEXT_TO_SPEECH)
+    return Speaking(context.inference_budget, ledger.request_id, count)
 
 
-def _timed_chunks(
-    engines: Engines,
-    voice_key: str,
-    profile: Mapping[str, Any] | None,
-    text: str,
-    encoder: AudioEncoder,
-    speaking: Speaking,
-) -> Iterator[TimedAudio]:
-    yield from _timed_chunks_unfinished(engines, voice_key, profile, text, encoder, speaking)
-    yield TimedAudio(encoder.finish(), Alignment(), 0.0)
+class _Speech(ABC, Generic[T]):
+    """One request's speech in the pool: its chunks, spoken on any worker (`parts`), then
+    in order checked against the request's budget, counted and encoded (`emit`)."""
+
+    def __init__(
+        self,
+        engines: Engines | None,
+        voice: Voice,
+        text: str,
+        encoder: AudioEncoder,
+        speaking: Speaking,
+    ) -> None:
+        assert engines is not None
+        self.encoder = encoder
+        self._speaking = speaking
+        self._deadline: Deadline | None = None  # from when the first chunk starts
+        self._spoken = 0.0
+        self._chunks = 0
+        # A stream starts with a short chunk, so its first audio comes at once; a whole
+        # file keeps every sentence in one piece (the best prosody).
+        parts = engines.speech_parts(
+            voice.engine_voice, voice.profile, text, quick_start=encoder.streaming
+        )
+        self.parts = [functools.partial(self._made, part) for part in parts]
+
+    def _made(self, part: Callable[[], SpokenChunk]) -> SpokenChunk:
+        if self._deadline is None:
+            self._deadline = self._speaking.budget.start()
+        return part()
+
+    def _checked(self, chunk: SpokenChunk) -> None:
+        """Counted, and checked against the budget after each chunk, so a stream whose
+        client reads too slowly stops too."""
+        seconds = chunk.pcm.duration_seconds
+        self._chunks += 1
+        logger.debug("%s spoke chunk %d", self._speaking.request_id, self._chunks)
+        self._spoken += seconds
+        self._speaking.count_audio(seconds)
+        assert self._deadline is not None
+        self._deadline.check(self._spoken)
+
+    @abstractmethod
+    def emit(self, chunk: SpokenChunk) -> T: ...
+
+    @abstractmethod
+    def finish(self) -> T: ...
 
 
-def _timed_chunks_unfinished(
-    engines: Engines,
-    voice_key: str,
-    profile: Mapping[str, Any] | None,
-    text: str,
-    encoder: AudioEncoder,
-    speaking: Speaking,
-) -> Iterator[TimedAudio]:
-    timer = TextTimer(text)
-    for chunk in _spoken(engines, voice_key, profile, text, encoder, speaking):
-        timed = timer.chunk(chunk.text, chunk.pcm)
-        yield TimedAudio(encoder.add(chunk.pcm), timed, chunk.pcm.duration_seconds)
-    yield TimedAudio(b"", timer.rest(), 0.0)
+class _Encoded(_Speech[bytes]):
+    """Every chunk is an item of its own, bytes or not (a whole file's encoder keeps them
+    to the end): between items the pool gives workers to others and stops the speech of
+    a client that left."""
+
+    def emit(self, chunk: SpokenChunk) -> bytes:
+        self._checked(chunk)
+        return self.encoder.add(chunk.pcm)
+
+    def finish(self) -> bytes:
+        return self.encoder.finish()
 
 
-def _spoken(
-    engines: Engines,
-    voice_key: str,
-    profile: Mapping[str, Any] | None,
-    text: str,
-    encoder: AudioEncoder,
-    speaking: Speaking,
-) -> Iterator[SpokenChunk]:
-    deadline = speaking.budget.start()
-    spoken = 0.0
-    # A stream starts with a short chunk, so its first audio comes at once; a whole file
-    # keeps every sentence in one piece (the best prosody).
-    chunks = engines.speak(voice_key, profile, text, quick_start=encoder.streaming)
-    for index, chunk in enumerate(chunks, start=1):
-        logger.debug("%s spoke chunk %d", speaking.request_id, index)
-        spoken += chunk.pcm.duration_seconds
-        speaking.count_audio(chunk.pcm.duration_seconds)
-        # Checked after each chunk, so a stream whose client reads too slowly stops too.
-        deadline.check(spoken)
-        yield chunk
+class _Timed(_Speech[TimedAudio]):
+    """Each chunk's audio with the characters it speaks; the encoder finished at the end
+    only when `finishing` (not for one text of several in a stream)."""
+
+    def __init__(
+        self,
+        engines: Engines | None,
+        voice: Voice,
+        text: str,
+        encoder: AudioEncoder,
+        speaking: Speaking,
+        *,
+        finishing: bool,
+    ) -> None:
+        super().__init__(engines, voice, text, encoder, speaking)
+        self._timer = TextTimer(text)
+        self._finishing = finishing
+
+    def emit(self, chunk: SpokenChunk) -> TimedAudio:
+        self._checked(chunk)
+        timed = self._timer.chunk(chunk.text, chunk.pcm)
+        return TimedAudio(self.encoder.add(chunk.pcm), timed, chunk.pcm.duration_seconds)
+
+    def finish(self) -> TimedAudio:
+        audio = self.encoder.finish() if self._finishing else b""
+        return TimedAudio(audio, self._timer.rest(), 0.0)
