@@ -29,6 +29,7 @@ from voice_service.engines.whisper import (
     SAMPLE_RATE,
     SLICE_SAMPLES,
     WhisperEngine,
+    _WindowedWhisper,
     prepare_base_model,
 )
 from voice_service.settings import Settings
@@ -177,6 +178,30 @@ def test_real_recordings_of_three_speakers(engine: WhisperEngine) -> None:
     # Measured: base 1 edit in 21 words ("cloves" for "clubs"); tiny.en made 4.
     assert (len(chosen), words_total) == (4, 21)
     assert edits <= 2, edits
+
+
+def test_a_short_window_is_encoded_and_hears_the_same_words(
+    engine: WhisperEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clip = next(
+        c for c in real_clips() if c.name.endswith("sense_and_sensibility_01_austen_64kb-0870")
+    )
+    encoded: list[int] = []
+    encode = _WindowedWhisper.encode
+
+    def counting(model: _WindowedWhisper, features: Any) -> Any:
+        result = encode(model, features)
+        encoded.append(int(result.shape[1]))  # encoder frames: half the mel frames
+        return result
+
+    monkeypatch.setattr(_WindowedWhisper, "encode", counting)
+    seconds = clip.audio.size // SAMPLE_RATE + 2  # a 7.1 s recording, in 9 s
+    windowed = TranscribeOptions(language="en", window_seconds=seconds)
+    text = " ".join(s.text for s in engine.stream(clip.audio, windowed).segments)
+    assert encoded == [seconds * 50]
+    whole = engine.transcribe(clip.audio, "en").text  # the 30 s window, as before
+    assert encoded[-1] == 1500
+    assert clip.errors(text) == clip.errors(whole) == (0, 22)
 
 
 def test_speech_after_a_long_silence_keeps_its_place_in_time(engine: WhisperEngine) -> None:

@@ -14,10 +14,13 @@ import dataclasses
 import functools
 import importlib.resources
 import logging
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import TypeVar
 
+import ctranslate2
 import numpy as np
 import numpy.typing as npt
 import tokenizers
@@ -43,6 +46,8 @@ __all__ = [
 ]
 
 _LOGGER = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 BASE_MODEL_BYTES = 145_217_532
 BASE_MODEL_SHA256 = "d01c3014881c9c6f3133c182f3d2887eb6ca1c789a7538c5c007196857a0a6a9"
@@ -89,6 +94,38 @@ _DETECT_THRESHOLD = 0.5
 # three-letter codes (Hawaiian "haw", Cantonese "yue") that have no ISO 639-1 code.
 _WHISPER_TO_ISO = {"jw": "jv"}
 _ISO_TO_WHISPER = {iso: whisper for whisper, iso in _WHISPER_TO_ISO.items()}
+
+
+class _WindowedWhisper(WhisperModel):  # type: ignore[misc]
+    """faster-whisper's model, encoding only the first `_WINDOW.frames` of a window's
+    features when the thread decoding asks for it: the rest is padding (faster-whisper pads
+    every window to 30 s), which costs the encoder as much as speech."""
+
+    def encode(self, features: npt.NDArray[np.float32]) -> ctranslate2.StorageView:
+        frames: int | None = getattr(_WINDOW, "frames", None)
+        if frames is not None and features.shape[-1] > frames:
+            features = np.ascontiguousarray(features[..., :frames])
+        return super().encode(features)
+
+
+# The encoder window of the decode running in this thread (None: Whisper's 30 s).
+_WINDOW = threading.local()
+# Mel frames per second of audio (hop length 160 at 16 kHz).
+_FRAMES_PER_SECOND = 100
+
+
+def _windowed(segments: Iterable[T], seconds: int | None) -> Iterator[T]:
+    """`segments`, each decoded with `seconds`-long encoder windows."""
+    items = iter(segments)
+    while True:
+        _WINDOW.frames = None if seconds is None else seconds * _FRAMES_PER_SECOND
+        try:
+            item = next(items, None)
+        finally:
+            _WINDOW.frames = None
+        if item is None:
+            return
+        yield item
 
 
 def prepare_base_model(data_dir: Path) -> Path:
@@ -159,7 +196,7 @@ class WhisperEngine:
         if not (directory / "model.bin").is_file():
             raise EngineError(f"no CTranslate2 model.bin in {directory}")
         try:
-            return WhisperModel(
+            return _WindowedWhisper(
                 str(directory),
                 device=device,
                 compute_type=compute_type,
@@ -262,8 +299,8 @@ class WhisperEngine:
                 vad_filter=True,
                 vad_parameters=_VAD,
             )
-            # `segments` is lazy: each step decodes one window.
-            for segment in segments:
+            # `segments` is lazy: each step decodes one window, in the thread asking.
+            for segment in _windowed(segments, options.window_seconds):
                 text = segment.text.strip()
                 if text:
                     words = tuple(
