@@ -187,7 +187,7 @@ async def speech_chunks(
     encoder = AudioEncoder(
         fmt, streaming=streaming, bitrate=context.settings.mp3_bitrate, speed=speed
     )
-    speech = _Encoded(context.engines, voice, text, encoder, _speaking(context, ledger))
+    speech = _Encoded(context.engines, voice, text, encoder, _speaking_for(context, ledger))
     async with aclosing(_made_here(context, voice, ledger, speech)) as made:
         async for chunk in made:
             if chunk:
@@ -221,7 +221,7 @@ async def timed_speech(
     finishing = encoder is None
     if encoder is None:
         encoder = AudioEncoder(fmt, streaming=streaming, bitrate=context.settings.mp3_bitrate)
-    speaking = _speaking(context, ledger)
+    speaking = _speaking_for(context, ledger)
     speech = _Timed(context.engines, voice, text, encoder, speaking, finishing=finishing)
     async with aclosing(_made_here(context, voice, ledger, speech)) as made:
         async for chunk in made:
@@ -259,7 +259,7 @@ async def _made_here(
 
 
 @dataclass(frozen=True, slots=True)
-class Speaking:
+class _Speaking:
     """What speaking needs of the request besides the text."""
 
     budget: InferenceBudget
@@ -267,9 +267,9 @@ class Speaking:
     count_audio: Callable[[float], None]
 
 
-def _speaking(context: AppContext, ledger: Ledger) -> Speaking:
+def _speaking_for(context: AppContext, ledger: Ledger) -> _Speaking:
     count = functools.partial(context.metrics.count_audio, Capability.TEXT_TO_SPEECH)
-    return Speaking(context.inference_budget, ledger.request_id, count)
+    return _Speaking(context.inference_budget, ledger.request_id, count)
 
 
 class _Speech(ABC, Generic[T]):
@@ -282,7 +282,7 @@ class _Speech(ABC, Generic[T]):
         voice: Voice,
         text: str,
         encoder: AudioEncoder,
-        speaking: Speaking,
+        speaking: _Speaking,
     ) -> None:
         assert engines is not None
         self.encoder = encoder
@@ -343,7 +343,7 @@ class _Timed(_Speech[TimedAudio]):
         voice: Voice,
         text: str,
         encoder: AudioEncoder,
-        speaking: Speaking,
+        speaking: _Speaking,
         *,
         finishing: bool,
     ) -> None:
