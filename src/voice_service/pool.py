@@ -36,6 +36,11 @@ Step = asyncio.Future
 # in a model, the loop still gets the CPU at once to answer light requests (GET /voices),
 # while inference alone on the machine loses nothing.
 INFERENCE_NICENESS = 10
+# Parts of one job made ahead of what its caller took, per worker: with one, a worker that
+# finished a short part would idle until the part before it is done too. Two hold a few
+# seconds of audio more per request; what grows with a part, its inference memory, is held
+# only while a worker makes it.
+LOOKAHEAD_PER_WORKER = 2
 
 
 class InferencePool:
@@ -125,15 +130,16 @@ class InferencePool:
     ) -> AsyncGenerator[T, None]:
         """`emit` of each part's outcome in order, then `finish()`. The parts are made in
         worker threads, on as many free workers as there are (one request on an idle node
-        uses them all) and at most `size` ahead of what the caller took; `emit` runs in the
-        thread that completes the next part, one part at a time. The parts must be safe to
-        make at once (an ONNX session's run is)."""
+        uses them all) and at most `LOOKAHEAD_PER_WORKER` per worker ahead of what the
+        caller took; `emit` runs in the thread that completes the next part, one part at a
+        time. The parts must be safe to make at once (an ONNX session's run is)."""
         order: _InOrder[R, T] = _InOrder(emit, finish, steps=max(len(parts), 1))
 
         def work(index: int) -> R | object:
             return parts[index]() if index < len(parts) else _NO_PART
 
-        async with self._steps(job, work, order, width=self._size, name=job.engine) as steps:
+        width = LOOKAHEAD_PER_WORKER * self._size
+        async with self._steps(job, work, order, width=width, name=job.engine) as steps:
             while (item := await steps.next_item()) is not _DONE:
                 yield cast(T, item)
 
