@@ -30,6 +30,17 @@ def uploads_in_progress(data_dir: Path) -> list[Path]:
     return list((data_dir / "run").glob("*/uploads/upload-*"))
 
 
+def logged_and_billed(database: Path, request_id: str) -> tuple[list[int], list[tuple[str, int]]]:
+    """The statuses the request log holds for `request_id`, and its usage rows."""
+    with sqlite3.connect(database) as db:
+        logged = db.execute("SELECT status FROM request_log WHERE request_id = ?", (request_id,))
+        statuses = [status for (status,) in logged.fetchall()]
+        billed = db.execute(
+            "SELECT endpoint, units FROM usage_records WHERE request_id = ?", (request_id,)
+        )
+        return statuses, [(endpoint, units) for endpoint, units in billed.fetchall()]
+
+
 def test_sigterm_during_a_transcription_lets_it_finish_then_exits_0(tmp_path: Path) -> None:
     audio = encode([clips.english_speech(TEXT)], MP3)
     with running_server(tmp_path, drain_timeout_seconds="120") as server:
@@ -58,16 +69,9 @@ def test_sigterm_during_a_transcription_lets_it_finish_then_exits_0(tmp_path: Pa
     (answer,) = answers
     assert answer.status_code == 200
     assert "quick brown fox" in answer.json()["text"].lower()
-    request_id = answer.headers["x-request-id"]
-    with sqlite3.connect(server.database) as db:
-        logged = db.execute(
-            "SELECT status FROM request_log WHERE request_id = ?", (request_id,)
-        ).fetchall()
-        billed = db.execute(
-            "SELECT units FROM usage_records WHERE request_id = ?", (request_id,)
-        ).fetchall()
-    assert logged == [(200,)]
-    assert len(billed) == 1 and billed[0][0] > 30
+    logged, billed = logged_and_billed(server.database, answer.headers["x-request-id"])
+    assert logged == [200]
+    assert len(billed) == 1 and billed[0][0] == "speech-to-text" and billed[0][1] > 30
     assert not uploads_in_progress(server.data_dir)
 
 
@@ -112,12 +116,6 @@ def test_sigterm_with_a_live_session_open_ends_it_billed_and_exits_0(tmp_path: P
         assert server.process.wait(timeout=60) == 0
     assert "input_audio_buffer.committed" in seen
     assert close_code == 1012  # "service restart": the client reconnects, to another node
-    with sqlite3.connect(server.database) as db:
-        logged = db.execute(
-            "SELECT status FROM request_log WHERE request_id = ?", (request_id,)
-        ).fetchall()
-        billed = db.execute(
-            "SELECT endpoint, units FROM usage_records WHERE request_id = ?", (request_id,)
-        ).fetchall()
-    assert logged == [(101,)]
+    logged, billed = logged_and_billed(server.database, request_id)
+    assert logged == [101]
     assert billed == [("realtime", 3)]

@@ -23,7 +23,7 @@ from voice_service.admission import Job
 from voice_service.audio.encode import MP3, AudioEncoder, AudioFormat
 from voice_service.auth.principal import Principal
 from voice_service.context import AppContext
-from voice_service.engines.deadline import Deadline, InferenceBudget
+from voice_service.engines.deadline import Deadline
 from voice_service.engines.protocols import EngineError, UnknownVoice
 from voice_service.engines.registry import Engines, SpokenChunk
 from voice_service.errors import InvalidRequest, NotFound, ProviderError
@@ -187,7 +187,7 @@ async def speech_chunks(
     encoder = AudioEncoder(
         fmt, streaming=streaming, bitrate=context.settings.mp3_bitrate, speed=speed
     )
-    speech = _Encoded(context.engines, voice, text, encoder, _speaking_for(context, ledger))
+    speech = _Encoded(context, ledger, voice, text, encoder)
     async with aclosing(_made_here(context, voice, ledger, speech)) as made:
         async for chunk in made:
             if chunk:
@@ -221,8 +221,7 @@ async def timed_speech(
     finishing = encoder is None
     if encoder is None:
         encoder = AudioEncoder(fmt, streaming=streaming, bitrate=context.settings.mp3_bitrate)
-    speaking = _speaking_for(context, ledger)
-    speech = _Timed(context.engines, voice, text, encoder, speaking, finishing=finishing)
+    speech = _Timed(context, ledger, voice, text, encoder, finishing=finishing)
     async with aclosing(_made_here(context, voice, ledger, speech)) as made:
         async for chunk in made:
             yield chunk
@@ -258,48 +257,31 @@ async def _made_here(
         raise ProviderError() from exc
 
 
-@dataclass(frozen=True, slots=True)
-class _Speaking:
-    """What speaking needs of the request besides the text."""
-
-    budget: InferenceBudget
-    request_id: str
-    count_audio: Callable[[float], None]
-
-
-def _speaking_for(context: AppContext, ledger: Ledger) -> _Speaking:
-    count = functools.partial(context.metrics.count_audio, Capability.TEXT_TO_SPEECH)
-    return _Speaking(context.inference_budget, ledger.request_id, count)
-
-
 class _Speech(ABC, Generic[T]):
     """One request's speech in the pool: its chunks, spoken on any worker (`parts`), then
     in order checked against the request's budget, counted and encoded (`emit`)."""
 
     def __init__(
-        self,
-        engines: Engines | None,
-        voice: Voice,
-        text: str,
-        encoder: AudioEncoder,
-        speaking: _Speaking,
+        self, context: AppContext, ledger: Ledger, voice: Voice, text: str, encoder: AudioEncoder
     ) -> None:
-        assert engines is not None
+        assert context.engines is not None
         self.encoder = encoder
-        self._speaking = speaking
+        self._budget = context.inference_budget
+        self._request_id = ledger.request_id
+        self._metrics = context.metrics
         self._deadline: Deadline | None = None  # from when the first chunk starts
         self._spoken = 0.0
         self._chunks = 0
         # A stream starts with a short chunk, so its first audio comes at once; a whole
         # file keeps every sentence in one piece (the best prosody).
-        parts = engines.speech_parts(
+        parts = context.engines.speech_parts(
             voice.engine_voice, voice.profile, text, quick_start=encoder.streaming
         )
         self.parts = [functools.partial(self._made, part) for part in parts]
 
     def _made(self, part: Callable[[], SpokenChunk]) -> SpokenChunk:
         if self._deadline is None:
-            self._deadline = self._speaking.budget.start()
+            self._deadline = self._budget.start()
         return part()
 
     def _checked(self, chunk: SpokenChunk) -> None:
@@ -307,9 +289,9 @@ class _Speech(ABC, Generic[T]):
         client reads too slowly stops too."""
         seconds = chunk.pcm.duration_seconds
         self._chunks += 1
-        logger.debug("%s spoke chunk %d", self._speaking.request_id, self._chunks)
+        logger.debug("%s spoke chunk %d", self._request_id, self._chunks)
         self._spoken += seconds
-        self._speaking.count_audio(seconds)
+        self._metrics.count_audio(Capability.TEXT_TO_SPEECH, seconds)
         assert self._deadline is not None
         self._deadline.check(self._spoken)
 
@@ -339,15 +321,15 @@ class _Timed(_Speech[TimedAudio]):
 
     def __init__(
         self,
-        engines: Engines | None,
+        context: AppContext,
+        ledger: Ledger,
         voice: Voice,
         text: str,
         encoder: AudioEncoder,
-        speaking: _Speaking,
         *,
         finishing: bool,
     ) -> None:
-        super().__init__(engines, voice, text, encoder, speaking)
+        super().__init__(context, ledger, voice, text, encoder)
         self._timer = TextTimer(text)
         self._finishing = finishing
 
