@@ -19,6 +19,7 @@ from tests.helpers import speech_clips as sc
 
 from voice_service.audio.decode import decode_audio
 from voice_service.audio.formats import identify_audio
+from voice_service.engines import whisper
 from voice_service.engines.protocols import EngineError, Segment, TranscribeOptions
 from voice_service.engines.registry import load_whisper
 from voice_service.engines.whisper import (
@@ -202,6 +203,27 @@ def test_a_short_window_is_encoded_and_hears_the_same_words(
     whole = engine.transcribe(clip.audio, "en").text  # the 30 s window, as before
     assert encoded[-1] == 1500
     assert clip.errors(text) == clip.errors(whole) == (0, 22)
+
+
+def test_a_short_window_decodes_no_more_tokens_than_its_seconds_hold(
+    engine: WhisperEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A live turn's first second, cut off mid-word: in a 2 s window Whisper repeats "Mr.
+    # John," to its token limit (3.8 s of a worker).
+    clip = next(
+        c for c in real_clips() if c.name.endswith("sense_and_sensibility_01_austen_64kb-0870")
+    )
+    first_second = clip.audio[:SAMPLE_RATE]
+    windowed = TranscribeOptions(language="en", window_seconds=2)
+    cap = whisper._MIN_NEW_TOKENS + 2 * whisper._MAX_TOKENS_PER_SECOND
+
+    def tokens() -> int:
+        segments = engine.stream(first_second, windowed).segments
+        return sum(len(segment.tokens) for segment in segments)
+
+    assert tokens() <= cap
+    monkeypatch.setattr(whisper, "_MAX_TOKENS_PER_SECOND", 1000)
+    assert tokens() > cap  # what the cap is for
 
 
 def test_speech_after_a_long_silence_keeps_its_place_in_time(engine: WhisperEngine) -> None:

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import ctranslate2
 import numpy as np
@@ -99,7 +99,8 @@ _ISO_TO_WHISPER = {iso: whisper for whisper, iso in _WHISPER_TO_ISO.items()}
 class _WindowedWhisper(WhisperModel):  # type: ignore[misc]
     """faster-whisper's model, encoding only the first `_WINDOW.frames` of a window's
     features when the thread decoding asks for it: the rest is padding (faster-whisper pads
-    every window to 30 s), which costs the encoder as much as speech."""
+    every window to 30 s), which costs the encoder as much as speech. Such a short window
+    also decodes at most as many tokens as its seconds could hold."""
 
     def encode(self, features: npt.NDArray[np.float32]) -> ctranslate2.StorageView:
         frames: int | None = getattr(_WINDOW, "frames", None)
@@ -107,11 +108,33 @@ class _WindowedWhisper(WhisperModel):  # type: ignore[misc]
             features = np.ascontiguousarray(features[..., :frames])
         return super().encode(features)
 
+    def generate_with_fallback(
+        self,
+        encoder_output: ctranslate2.StorageView,
+        prompt: list[int],
+        tokenizer: Any,
+        options: Any,
+    ) -> Any:
+        frames: int | None = getattr(_WINDOW, "frames", None)
+        if frames is not None and options.max_new_tokens is None:
+            # Audio cut off mid-word (a live turn's partial) can make Whisper repeat a
+            # phrase to its 448-token limit: 3.8 s of a worker for a 1 s partial, with beam
+            # search and the re-decode without timestamps.
+            cap = _MIN_NEW_TOKENS + _MAX_TOKENS_PER_SECOND * frames // _FRAMES_PER_SECOND
+            room = self.max_length - len(prompt)
+            options = replace(options, max_new_tokens=max(1, min(cap, room)))
+        return super().generate_with_fallback(encoder_output, prompt, tokenizer, options)
+
 
 # The encoder window of the decode running in this thread (None: Whisper's 30 s).
 _WINDOW = threading.local()
 # Mel frames per second of audio (hop length 160 at 16 kHz).
 _FRAMES_PER_SECOND = 100
+# The most tokens a short window decodes: more than speech says in its seconds (fast English
+# is about 5 tokens a second, scripts Whisper spells in bytes several times that), with room
+# for timestamp tokens.
+_MAX_TOKENS_PER_SECOND = 16
+_MIN_NEW_TOKENS = 16
 
 
 def _windowed(segments: Iterable[T], seconds: int | None) -> Iterator[T]:
