@@ -159,6 +159,7 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
             settings.send_timeout_seconds,
             settings.max_connections,
             books,
+            context.stopping,
         )
         try:
             yield {STATE_KEY: policy}

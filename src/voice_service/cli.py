@@ -240,6 +240,8 @@ def serve(
         # Our protocol answers malformed HTTP with the envelope, times out slow headers and
         # caps connections; it takes its settings and log writer from the lifespan.
         http="voice_service.server:HttpProtocol",
+        # A node that stops lets open WebSocket sessions finish first (server.py).
+        ws="voice_service.server:WebSocketProtocol",
         lifespan="on",
         # SIGTERM: stop accepting, let requests in flight finish, then the lifespan's
         # shutdown flushes the request log before the process exits 0.

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
@@ -42,6 +43,9 @@ class AppContext:
     password_checks: PasswordChecks  # console sign-ins' argon2, off the event loop
     providers: Providers  # inference on other servers, from the providers file
     books: Books  # what requests' ledgers write to (ledger.py), and its clock
+    # Set when the node begins to stop (SIGTERM), before uvicorn closes connections: open
+    # WebSocket sessions finish what they took, then close themselves (server.py).
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
     # Set by the lifespan once models are loaded and the catalogue synced.
     engines: Engines | None = None
     voice_listing: VoiceListing | None = None

@@ -26,6 +26,7 @@ from typing import Any
 import httptools
 from uvicorn.config import Config
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from uvicorn.server import ServerState
 
 from voice_service.errors import (
@@ -54,6 +55,7 @@ class ConnectionPolicy:
     send_timeout: float  # a client taking no byte of its answer this long is cut off
     max_connections: int  # per node; shared evenly among the worker processes
     books: Books
+    stopping: asyncio.Event  # the app's `AppContext.stopping`
     _refused: int = field(default=0, init=False)
     _last_warning: float = field(default=-math.inf, init=False)
 
@@ -321,3 +323,17 @@ def _raw_response(
     ]
     head = b"".join(name + b": " + value + b"\r\n" for name, value in headers)
     return STATUS_LINE[error.status] + head + b"\r\n" + body
+
+
+class WebSocketProtocol(WebSocketsSansIOProtocol):
+    """uvicorn's WebSocket connection, but a node that stops tells the app instead of
+    closing an open session with 1012 itself: the session finishes what it took (a live
+    turn's transcript, received text's speech) and closes with 1012 on its own, within the
+    drain timeout, after which uvicorn cancels it."""
+
+    def shutdown(self) -> None:
+        policy = self.app_state.get(STATE_KEY)
+        if self.handshake_complete and not self.close_sent and isinstance(policy, ConnectionPolicy):
+            policy.stopping.set()
+            return
+        super().shutdown()

@@ -184,8 +184,8 @@ class Settings(BaseSettings):
         30,
         ge=1,
         description="On SIGTERM a node stops accepting connections and gives the requests "
-        "in flight this long to finish (then closes them), flushes the request log, and "
-        "exits 0.",
+        "in flight this long to finish (then closes them; open WebSocket sessions get half "
+        "of it to finish what they took), flushes the request log, and exits 0.",
     )
     metrics_token: Annotated[str | None, AfterValidator(_empty_as_none)] = Field(
         None,

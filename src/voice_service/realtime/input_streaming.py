@@ -35,7 +35,7 @@ from voice_service.auth.principal import Principal
 from voice_service.context import AppContext
 from voice_service.errors import ApiError, InternalError, RateLimited
 from voice_service.models import Voice
-from voice_service.realtime.upgrade import Session, UnitGate, next_message
+from voice_service.realtime.upgrade import FINISH_SHARE, Session, UnitGate, next_message
 from voice_service.speech.alignment import Alignment
 from voice_service.speech.service import is_remote, speech_chunks, timed_speech
 from voice_service.usage.charge import Charge
@@ -129,9 +129,7 @@ class InputStream:
             if not text.strip():
                 return True
         if text == "":
-            self._queue(self._pending)
-            self._pending = ""
-            self._clauses.put_nowait(None)
+            self.end()
             return False
         await self._gate(self.characters + len(text))
         self.characters += len(text)
@@ -139,6 +137,12 @@ class InputStream:
         spoken, self._pending = next_clause(self._pending, everything=message.get("flush") is True)
         self._queue(spoken)
         return True
+
+    def end(self) -> None:
+        """No more text: what is pending is spoken, then the last message goes out."""
+        self._queue(self._pending)
+        self._pending = ""
+        self._clauses.put_nowait(None)
 
     async def close(self) -> None:
         """Stop speaking (a client that left, a session that ended)."""
@@ -231,16 +235,26 @@ def _elevenlabs_alignment(alignment: Alignment) -> dict[str, Any]:
 
 async def run_input_stream(session: Session, prepared: Prepared) -> None:
     """The open session until the client ends its text and the last audio is out (or it
-    leaves, or idles); then its one log row and its bill."""
+    leaves, or idles, or the node stops: the text received is spoken first); then its one
+    log row and its bill."""
     context, ledger, channel = session.context, session.ledger, session.channel
     stream = InputStream(session, prepared)
     idle = context.settings.realtime_idle_seconds
+    drain = context.settings.drain_timeout_seconds
     ends_at = time.monotonic() + context.settings.max_realtime_seconds
     ending: tuple[str, str] | None = None
+    stopping = False
     try:
         open_input = True
         while open_input:
-            message = await next_message(channel.websocket, ends_at, idle, lambda: stream.busy)
+            message = await next_message(
+                channel.websocket, ends_at, idle, lambda: stream.busy, context.stopping
+            )
+            if message == "stopping":  # the text received is spoken, then the node closes
+                stream.end()
+                stopping = True
+                ends_at = min(ends_at, time.monotonic() + drain * FINISH_SHARE)
+                break
             if message == "expired":
                 ending = "session_expired", "The session reached its time limit."
                 break
@@ -256,9 +270,12 @@ async def run_input_stream(session: Session, prepared: Prepared) -> None:
                 break
             if stream.failure is not None:
                 break
-        if not open_input or stream.failure is not None:
+        if stopping or not open_input or stream.failure is not None:
             left = max(0.0, ends_at - time.monotonic())
-            if await _spoken_or_gone(channel.websocket, stream.ended, left):
+            spoken = await _spoken_or_gone(channel.websocket, stream.ended, left)
+            if stopping:
+                await channel.close(1012, "service restart")  # the client reconnects elsewhere
+            elif spoken:
                 await channel.close(1000 if stream.failure is None else 1011, "end of input")
     finally:
         await stream.close()

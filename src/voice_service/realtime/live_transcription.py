@@ -4,6 +4,8 @@ the providers file routes the session's language to; seconds of audio billed at 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import math
 import time
@@ -21,7 +23,7 @@ from voice_service.ledger import Ledger
 from voice_service.providers.wire import AudioFile
 from voice_service.realtime.audio_in import RATE, Floats
 from voice_service.realtime.transcription import TranscriptionSession
-from voice_service.realtime.upgrade import Session, UnitGate, next_message
+from voice_service.realtime.upgrade import FINISH_SHARE, Session, UnitGate, next_message
 from voice_service.transcription.service import known_languages, parse_language
 from voice_service.usage.charge import Charge
 from voice_service.vocabulary import Capability, UsageEndpoint
@@ -42,7 +44,8 @@ async def check_transcriber(context: AppContext, _principal: Principal) -> None:
 
 
 async def run_transcription(session: Session, _prepared: None) -> None:
-    """The open session, until it ends; then its one log row and its bill."""
+    """The open session, until it ends (when the node stops, after its turns are
+    transcribed); then its one log row and its bill."""
     context, ledger, channel = session.context, session.ledger, session.channel
     known = known_languages(context)
     gate = UnitGate(ledger, HOLD_AHEAD)
@@ -64,8 +67,12 @@ async def run_transcription(session: Session, _prepared: None) -> None:
         ends_at = time.monotonic() + context.settings.max_realtime_seconds
         while True:
             message = await next_message(
-                channel.websocket, ends_at, idle, lambda: transcription.busy
+                channel.websocket, ends_at, idle, lambda: transcription.busy, context.stopping
             )
+            if message == "stopping":
+                await _finish(transcription, context.settings.drain_timeout_seconds)
+                await channel.close(1012, "service restart")  # the client reconnects elsewhere
+                break
             if message == "expired":
                 limit = context.settings.max_realtime_seconds
                 ending = "session_expired", f"The session reached its limit of {limit:g} s."
@@ -94,6 +101,14 @@ async def run_transcription(session: Session, _prepared: None) -> None:
             await channel.close(1000, code)
         units = math.ceil(transcription.seconds_received)
         await ledger.session_ended(Charge(UsageEndpoint.REALTIME, units), channel.bytes_sent)
+
+
+async def _finish(transcription: TranscriptionSession, drain_seconds: float) -> None:
+    """The node is stopping: the turns the session took are transcribed, within part of
+    the node's drain timeout (the rest is for closing and billing)."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(drain_seconds * FINISH_SHARE):
+            await transcription.finish()
 
 
 def _spare_capacity(context: AppContext) -> bool:

@@ -197,6 +197,15 @@ class TranscriptionSession:
                 },
             )
 
+    async def finish(self) -> None:
+        """Transcribe what the session took (its node is stopping): the turn being spoken is
+        committed as it stands, and every committed turn is transcribed."""
+        turn, self._turn = self._turn, None
+        end = self._buffer_start + self._buffer.size
+        if turn is not None and end - turn.start >= MIN_COMMIT:
+            await self._commit(turn, end)
+        await self._committed.join()
+
     async def close(self) -> None:
         """Stop the session's own work (whatever is still transcribing is dropped)."""
         for task in (self._finals, self._partial):
@@ -390,36 +399,42 @@ class TranscriptionSession:
             self._transcribing = False
             turn, audio = await self._committed.get()
             self._transcribing = True
-            # A partial still running is not waited for: its text, once the turn is
-            # committed, is dropped (the final says it all).
             try:
-                text = await self._transcribe(audio, self._options(turn))
-            except Exception as exc:
-                if not isinstance(exc, ApiError):  # a bug: the session goes on without it
-                    logger.exception("a realtime turn of %s failed", self.id)
-                error = exc if isinstance(exc, ApiError) else InternalError()
-                await self._event(
-                    "error",
-                    error={
-                        "type": "server_error" if error.status >= 500 else "invalid_request_error",
-                        "code": error.code.lower(),
-                        "message": f"Turn {turn.item_id} was not transcribed: {error.message}",
-                        "param": None,
-                        "event_id": None,
-                    },
-                )
-                await self._failed(turn, error.code.lower(), error.message)
-                continue
-            text = text.strip()
-            if _extends(text, turn.sent):
-                await self._delta(turn, text[len(turn.sent) :])
+                await self._transcribe_turn(turn, audio)
+            finally:
+                self._committed.task_done()
+
+    async def _transcribe_turn(self, turn: _Turn, audio: Floats) -> None:
+        # A partial still running is not waited for: its text, once the turn is committed,
+        # is dropped (the final says it all).
+        try:
+            text = await self._transcribe(audio, self._options(turn))
+        except Exception as exc:
+            if not isinstance(exc, ApiError):  # a bug: the session goes on without it
+                logger.exception("a realtime turn of %s failed", self.id)
+            error = exc if isinstance(exc, ApiError) else InternalError()
             await self._event(
-                "conversation.item.input_audio_transcription.completed",
-                item_id=turn.item_id,
-                content_index=0,
-                transcript=text,
-                usage={"type": "duration", "seconds": round(audio.size / RATE, 3)},
+                "error",
+                error={
+                    "type": "server_error" if error.status >= 500 else "invalid_request_error",
+                    "code": error.code.lower(),
+                    "message": f"Turn {turn.item_id} was not transcribed: {error.message}",
+                    "param": None,
+                    "event_id": None,
+                },
             )
+            await self._failed(turn, error.code.lower(), error.message)
+            return
+        text = text.strip()
+        if _extends(text, turn.sent):
+            await self._delta(turn, text[len(turn.sent) :])
+        await self._event(
+            "conversation.item.input_audio_transcription.completed",
+            item_id=turn.item_id,
+            content_index=0,
+            transcript=text,
+            usage={"type": "duration", "seconds": round(audio.size / RATE, 3)},
+        )
 
     async def _delta(self, turn: _Turn, delta: str) -> None:
         await self._event(

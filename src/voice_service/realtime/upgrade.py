@@ -37,6 +37,10 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+# The share of its drain timeout a stopping node gives a session to finish what it took
+# (the rest is for closing it, logging and billing).
+FINISH_SHARE = 0.5
+
 
 class Channel:
     """The accepted WebSocket, for sending: JSON messages, one at a time (the session's
@@ -111,21 +115,38 @@ async def serve_session(
 
 
 async def next_message(
-    websocket: WebSocket, ends_at: float, idle: float, busy: Callable[[], bool]
-) -> Message | Literal["expired", "idle"]:
+    websocket: WebSocket,
+    ends_at: float,
+    idle: float,
+    busy: Callable[[], bool],
+    stopping: asyncio.Event,
+) -> Message | Literal["expired", "idle", "stopping"]:
     """The client's next message; or why the session ends first: its time (`ends_at`, on
-    `time.monotonic()`) is up, or the client sent nothing for `idle` seconds while the
-    session was not `busy` (waiting on the node is not idleness)."""
+    `time.monotonic()`) is up, the client sent nothing for `idle` seconds while the session
+    was not `busy` (waiting on the node is not idleness), or the node is `stopping`."""
     while True:
+        if stopping.is_set():
+            return "stopping"
         left = ends_at - time.monotonic()
+        receiving = asyncio.ensure_future(websocket.receive())
+        stopped = asyncio.ensure_future(stopping.wait())
         try:
-            async with asyncio.timeout(min(idle, max(0.0, left))):
-                return await websocket.receive()
-        except TimeoutError:
-            if time.monotonic() >= ends_at:
-                return "expired"
-            if not busy():
-                return "idle"
+            done, _ = await asyncio.wait(
+                {receiving, stopped},
+                timeout=min(idle, max(0.0, left)),
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        finally:
+            stopped.cancel()
+            receiving.cancel()  # a message not yet taken stays in the connection's queue
+        if receiving in done:
+            return receiving.result()
+        if stopped in done:
+            return "stopping"
+        if time.monotonic() >= ends_at:
+            return "expired"
+        if not busy():
+            return "idle"
 
 
 class UnitGate:
