@@ -6,6 +6,8 @@ What it answers:
 - `POST /v1/text-to-speech/{voice_id}` and `.../stream`: real audio (a sine sweep lasting
   `SECONDS_PER_CHARACTER` per character of text) as MP3 frames or raw s16le PCM at the rate the
   `output_format` names; the stream variant in several chunks.
+- `POST /v1/text-to-speech/{voice_id}/with-timestamps`: that audio in base64 and its
+  `alignment`, each character `SECONDS_PER_CHARACTER` long, in order.
 - `POST /v1/speech-to-text`: the documented transcript JSON, saying `transcript_text`.
 - `POST /v1/voices/add`, `GET` and `DELETE /v1/voices/{voice_id}`: an in-memory voice store.
 
@@ -20,6 +22,7 @@ plain sync functions.
 from __future__ import annotations
 
 import asyncio
+import base64
 import io
 import json
 import random
@@ -158,6 +161,11 @@ class ElevenLabsPeer:
                 Route(
                     "/v1/text-to-speech/{voice_id}/stream", guarded(self._stream), methods=["POST"]
                 ),
+                Route(
+                    "/v1/text-to-speech/{voice_id}/with-timestamps",
+                    guarded(self._with_timestamps),
+                    methods=["POST"],
+                ),
                 Route("/v1/speech-to-text", guarded(self._transcribe), methods=["POST"]),
                 Route("/v1/voices/add", guarded(self._add_voice), methods=["POST"]),
                 Route("/v1/voices/{voice_id}", guarded(self._voice), methods=["GET", "DELETE"]),
@@ -255,6 +263,28 @@ class ElevenLabsPeer:
                 await asyncio.sleep(0)  # each chunk its own write, as a live stream sends it
 
         return StreamingResponse(chunks(), media_type=_media(output_format))
+
+    async def _with_timestamps(self, request: Request) -> Response:
+        checked = await self._speech_request(request)
+        if isinstance(checked, Response):
+            return checked
+        text, output_format = checked
+        audio = b"".join(synthesize(text, output_format))
+        # Each character takes SECONDS_PER_CHARACTER of the sweep, in order.
+        starts = [round(i * SECONDS_PER_CHARACTER, 3) for i in range(len(text))]
+        ends = [round((i + 1) * SECONDS_PER_CHARACTER, 3) for i in range(len(text))]
+        alignment = {
+            "characters": list(text),
+            "character_start_times_seconds": starts,
+            "character_end_times_seconds": ends,
+        }
+        return JSONResponse(
+            {
+                "audio_base64": base64.b64encode(audio).decode(),
+                "alignment": alignment,
+                "normalized_alignment": alignment,
+            }
+        )
 
     async def _speech_request(self, request: Request) -> tuple[str, str] | Response:
         """The text and output format of a valid speech request, or the answer to one that isn't."""

@@ -4,6 +4,8 @@ peer received, and billed here by our own count."""
 
 from __future__ import annotations
 
+import base64
+import json
 import math
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -110,6 +112,43 @@ async def test_a_format_elevenlabs_lacks_is_encoded_here_from_its_pcm(
     assert seconds == pytest.approx(0.06 * len(TEXT), abs=0.01)  # every sample it sent
     (asked,) = [r for r in peer.requests if r.path.startswith("/v1/text-to-speech/")]
     assert asked.query["output_format"] == "pcm_24000"
+
+
+async def test_timestamps_are_made_there_and_passed_through(
+    node: tuple[httpx.AsyncClient, FastAPI, Tenant], peer: ElevenLabsPeer
+) -> None:
+    client, app, tenant = node
+    body = {"voice_id": catalogue_voice_id(f"eleven:{RACHEL}"), "text": TEXT}
+    whole = await client.post(
+        "/text-to-speech/with-timestamps",
+        params={"output_format": "pcm_16000"},
+        headers=tenant.headers,
+        json=body,
+    )
+    assert whole.status_code == 200, whole.text
+    lines = await client.post(
+        "/text-to-speech/with-timestamps/stream", headers=tenant.headers, json=body
+    )
+    assert lines.status_code == 200, lines.text
+    (line,) = [json.loads(text) for text in lines.text.splitlines()]  # one answer, whole
+    for answer, seconds in ((whole.json(), 2 * 16_000), (line, None)):
+        alignment = answer["alignment"]
+        assert alignment["characters"] == list(TEXT)  # the peer's times, as it sent them
+        assert alignment["character_start_times_seconds"][:2] == [0.0, 0.06]
+        assert alignment["character_end_times_seconds"][-1] == pytest.approx(0.06 * len(TEXT))
+        audio = base64.b64decode(answer["audio_base64"])
+        if seconds is not None:  # raw PCM at 16 kHz: every sample the peer made
+            assert len(audio) / seconds == pytest.approx(0.06 * len(TEXT), abs=0.001)
+        else:  # ElevenLabs' own MP3, as it came
+            codec, rate, _seconds = audio_duration(audio)
+            assert codec.startswith("mp3") and rate == 44100
+    asked = [r for r in peer.requests if r.path.startswith("/v1/text-to-speech/")]
+    assert [(r.path, r.query["output_format"]) for r in asked] == [
+        (f"/v1/text-to-speech/{RACHEL}/with-timestamps", "pcm_16000"),
+        (f"/v1/text-to-speech/{RACHEL}/with-timestamps", "mp3_44100_128"),
+    ]
+    for response in (whole, lines):
+        assert await _units(app, response.headers["x-request-id"]) == [len(TEXT)]
 
 
 async def test_transcription_is_made_there_in_our_seconds_and_codes(

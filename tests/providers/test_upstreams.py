@@ -184,6 +184,21 @@ async def test_a_provider_voice_is_in_the_catalogue_and_speaks_there(
     assert await asyncio.to_thread(node_b.usage_units, row.request_id) == [len(SPOKEN)]
 
 
+async def test_timestamps_of_a_voice_whose_provider_reports_none_are_refused(
+    gateway: tuple[httpx.AsyncClient, FastAPI, Tenant], node_b: LiveServer
+) -> None:
+    client, app, tenant = gateway
+    body = {"voice_id": catalogue_voice_id("node-b:alloy"), "text": SPOKEN}
+    before = await _last_row(node_b, "/v1/audio/speech")
+    for path in ("/text-to-speech/with-timestamps", "/text-to-speech/with-timestamps/stream"):
+        response = await client.post(path, headers=tenant.headers, json=body)
+        assert response.status_code == 400, response.text
+        assert "reports no timestamps" in response.json()["error"]["message"]
+        assert await _units(app, response.headers["x-request-id"]) == []
+    after = await _last_row(node_b, "/v1/audio/speech")  # refused here: node B never asked
+    assert (after and after.request_id) == (before and before.request_id)
+
+
 async def test_openai_formats_come_through_from_the_provider(
     gateway: tuple[httpx.AsyncClient, FastAPI, Tenant], node_b: LiveServer
 ) -> None:

@@ -26,7 +26,7 @@ from typing import TypeVar
 import httpx
 import numpy as np
 
-from voice_service.audio.encode import AudioEncoder, AudioFormat
+from voice_service.audio.encode import AudioEncoder, AudioFormat, encode
 from voice_service.engines.protocols import Pcm, TranscribeOptions
 from voice_service.errors import InvalidRequest, ProviderError
 from voice_service.metrics.registry import Metrics
@@ -39,6 +39,7 @@ from voice_service.providers.replicas import (
 )
 from voice_service.providers.wire import (
     MAX_JSON_BYTES,
+    MAX_TIMED_SPEECH_BYTES,
     PCM_RATE,
     AudioFile,
     Call,
@@ -49,6 +50,7 @@ from voice_service.providers.wire import (
     Wire,
     error_message,
 )
+from voice_service.speech.alignment import Alignment
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -177,8 +179,34 @@ class Provider:
         encoder = AudioEncoder(fmt, streaming=streaming, bitrate=bitrate, speed=speed)
         return _encoded(chunks, encoder)
 
+    @property
+    def reports_timestamps(self) -> bool:
+        """Its API says when each character is spoken (ElevenLabs' does, OpenAI's not)."""
+        return isinstance(self.wire, ElevenLabsWire)
+
+    async def speak_timed(
+        self, voice: str, text: str, fmt: AudioFormat, *, bitrate: int
+    ) -> tuple[bytes, Alignment]:
+        """`text` spoken by the provider in `fmt` (re-encoded here only when the provider
+        cannot make it), with when each character is spoken: one whole answer, retried as
+        any call."""
+        wire = self._elevenlabs()
+        model = self.config.speech.model if self.config.speech else None
+        speech = wire.timed_speech(voice, text, fmt, model)
+
+        async def parse(response: httpx.Response) -> tuple[bytes, Alignment]:
+            answer = await _read_bounded(response, MAX_TIMED_SPEECH_BYTES)
+            return wire.parse_timed_speech(answer)
+
+        audio, alignment = await self._call(speech.call, parse)
+        if not speech.passthrough:
+            samples = np.frombuffer(audio[: len(audio) - len(audio) % 2], dtype="<i2")
+            pcm = Pcm(samples.astype(np.int16), PCM_RATE)
+            audio = await asyncio.to_thread(encode, [pcm], fmt, bitrate=bitrate)
+        return audio, alignment
+
     def _elevenlabs(self) -> ElevenLabsWire:
-        assert isinstance(self.wire, ElevenLabsWire), "only ElevenLabs providers clone"
+        assert isinstance(self.wire, ElevenLabsWire), "ElevenLabs' API only"
         return self.wire
 
     async def _call(
@@ -337,14 +365,14 @@ class Provider:
         await self._client.aclose()
 
 
-async def _read_bounded(response: httpx.Response) -> httpx.Response:
-    """The whole answer, read; one past `MAX_JSON_BYTES` is garbage (a replica that sends
+async def _read_bounded(response: httpx.Response, limit: int = MAX_JSON_BYTES) -> httpx.Response:
+    """The whole answer, read; one past `limit` bytes is garbage (a replica that sends
     without end must not fill this node's memory)."""
     body = bytearray()
     async for chunk in response.aiter_bytes():
         body += chunk
-        if len(body) > MAX_JSON_BYTES:
-            raise Garbage(f"answered more than {MAX_JSON_BYTES} bytes")
+        if len(body) > limit:
+            raise Garbage(f"answered more than {limit} bytes")
     # Decoded already: of the headers only its type still holds.
     media_type = {"content-type": response.headers.get("content-type", "")}
     return httpx.Response(response.status_code, headers=media_type, content=bytes(body))

@@ -8,6 +8,8 @@ not what the protocol promises, which counts as the replica failing.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import math
 from dataclasses import dataclass, field, replace
@@ -21,9 +23,13 @@ from voice_service.audio.formats import UploadFormat
 from voice_service.audio.output_formats import format_name
 from voice_service.engines.protocols import Segment, TranscribeOptions, Word
 from voice_service.providers.languages import to_iso_639_1
+from voice_service.speech.alignment import Alignment
 
 # Answers are read whole only when they are JSON; a transcript of 30 minutes is far below.
 MAX_JSON_BYTES = 16 * 1024 * 1024
+# Speech with timestamps comes as JSON too, its audio in base64: the longest text as 44.1 kHz
+# PCM (about 6 minutes of it) fits.
+MAX_TIMED_SPEECH_BYTES = 64 * 1024 * 1024
 PCM_RATE = 24_000  # the raw PCM asked of a provider when ours must re-encode it
 
 
@@ -190,6 +196,28 @@ class ElevenLabsWire:
         call = Call("POST", path, params={"output_format": output}, json=body)
         return SpeechCall(call, passthrough, _AUDIO_TYPES)
 
+    def timed_speech(
+        self, voice: str, text: str, fmt: AudioFormat, model: str | None
+    ) -> SpeechCall:
+        """`/with-timestamps`: the audio, in base64, and when each character is spoken."""
+        body: dict[str, Any] = {"text": text, "model_id": model or "eleven_multilingual_v2"}
+        name = "mp3_44100_128" if fmt == MP3 else format_name(fmt)
+        output = name if name is not None else f"pcm_{PCM_RATE}"
+        path = f"/v1/text-to-speech/{_segment(voice)}/with-timestamps"
+        call = Call("POST", path, params={"output_format": output}, json=body)
+        return SpeechCall(call, name is not None, ("application/json",))
+
+    def parse_timed_speech(self, response: httpx.Response) -> tuple[bytes, Alignment]:
+        body = _json_object(response)
+        audio = body.get("audio_base64")
+        if not isinstance(audio, str):
+            raise Garbage("the answer has no audio_base64")
+        try:
+            data = base64.b64decode(audio, validate=True)
+        except (binascii.Error, ValueError):
+            raise Garbage("audio_base64 is not base64") from None
+        return data, _alignment(body.get("alignment"))
+
     def add_voice(self, name: str, description: str | None, sample: AudioFile) -> Call:
         data: dict[str, str | list[str]] = {"name": name}
         if description:
@@ -309,6 +337,28 @@ def _words(raw: object, text_key: str) -> list[Word]:
             start = _seconds(item.get("start"), 0.0)
             words.append(Word(text, start, _seconds(item.get("end"), start)))
     return words
+
+
+def _alignment(raw: object) -> Alignment:
+    """ElevenLabs' `alignment` (null for no characters)."""
+    if raw is None:
+        return Alignment()
+    if not isinstance(raw, dict):
+        raise Garbage("alignment is not an object")
+    characters = raw.get("characters")
+    starts = raw.get("character_start_times_seconds")
+    ends = raw.get("character_end_times_seconds")
+    if not (isinstance(characters, list) and isinstance(starts, list) and isinstance(ends, list)):
+        raise Garbage("alignment lacks its characters or their times")
+    if not len(characters) == len(starts) == len(ends):
+        raise Garbage("alignment has not one start and one end per character")
+    if not all(isinstance(character, str) for character in characters):
+        raise Garbage("alignment's characters are not strings")
+    times = [_seconds(time, math.nan) for time in (*starts, *ends)]
+    if any(math.isnan(time) for time in times):
+        raise Garbage("alignment's times are not seconds")
+    count = len(characters)
+    return Alignment(tuple(characters), tuple(times[:count]), tuple(times[count:]))
 
 
 def _seconds(value: object, default: float, *, signed: bool = False) -> float:

@@ -118,7 +118,8 @@ _TIMED = {
     description="The same request, errors, formats and units as /text-to-speech. The audio "
     "comes base64-encoded in JSON beside ElevenLabs' `alignment`: every character of the "
     "text with its start and end in seconds, from the engine's own phoneme durations. "
-    "Voices spoken by a provider are refused (400): only this node's engines time words.",
+    "A voice spoken by an ElevenLabs provider comes with the times ElevenLabs reports; one "
+    "spoken by an OpenAI-compatible provider is refused (400): that API reports none.",
     response_class=Response,
     responses={
         200: {"description": "The audio and its alignment.", "content": _TIMED},

@@ -212,12 +212,21 @@ async def timed_speech(
     encoder: AudioEncoder | None = None,
 ) -> AsyncGenerator[TimedAudio, None]:
     """`voice` saying `text` in `fmt`, with when each character is spoken, chunk by chunk.
-    Only this node's engines know when they speak a word: a provider's voice is refused.
-    With the caller's `encoder` (a stream of several texts) the encoder is not finished."""
-    if is_remote(context, voice):
-        raise InvalidRequest(
-            f"Voice {voice.id!r} is spoken by a provider, which reports no timestamps."
+    A provider's voice comes whole, its times as the provider reports them (a provider
+    whose API reports none is refused). With the caller's `encoder` (a stream of several
+    texts, this node's voices only) the encoder is not finished."""
+    remote = context.providers.speaker(voice.engine_voice) if voice.profile is None else None
+    if remote is not None:
+        if not remote.provider.reports_timestamps:
+            raise InvalidRequest(
+                f"Voice {voice.id!r} is spoken by a provider whose API reports no timestamps."
+            )
+        assert encoder is None, "a provider's voice is not spoken into a caller's encoder"
+        audio, alignment = await remote.provider.speak_timed(
+            remote.voice, text, fmt, bitrate=context.settings.mp3_bitrate
         )
+        yield TimedAudio(audio, alignment, max(alignment.ends, default=0.0))
+        return
     finishing = encoder is None
     if encoder is None:
         encoder = AudioEncoder(fmt, streaming=streaming, bitrate=context.settings.mp3_bitrate)
