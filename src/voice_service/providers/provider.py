@@ -26,7 +26,7 @@ from typing import TypeVar
 import httpx
 import numpy as np
 
-from voice_service.audio.encode import AudioEncoder, AudioFormat, encode
+from voice_service.audio.encode import AudioEncoder, AudioFormat
 from voice_service.engines.protocols import Pcm, TranscribeOptions
 from voice_service.errors import InvalidRequest, ProviderError
 from voice_service.metrics.registry import Metrics
@@ -184,26 +184,17 @@ class Provider:
         """Its API says when each character is spoken (ElevenLabs' does, OpenAI's not)."""
         return isinstance(self.wire, ElevenLabsWire)
 
-    async def speak_timed(
-        self, voice: str, text: str, fmt: AudioFormat, *, bitrate: int
-    ) -> tuple[bytes, Alignment]:
-        """`text` spoken by the provider in `fmt` (re-encoded here only when the provider
-        cannot make it), with when each character is spoken: one whole answer, retried as
-        any call."""
+    async def speak_timed(self, voice: str, text: str, fmt: AudioFormat) -> tuple[bytes, Alignment]:
+        """`text` spoken by the provider in `fmt` (one of ElevenLabs' formats), with when each
+        character is spoken: one whole answer, retried as any call."""
         wire = self._elevenlabs()
         model = self.config.speech.model if self.config.speech else None
-        speech = wire.timed_speech(voice, text, fmt, model)
 
         async def parse(response: httpx.Response) -> tuple[bytes, Alignment]:
             answer = await _read_bounded(response, MAX_TIMED_SPEECH_BYTES)
             return wire.parse_timed_speech(answer)
 
-        audio, alignment = await self._call(speech.call, parse)
-        if not speech.passthrough:
-            samples = np.frombuffer(audio[: len(audio) - len(audio) % 2], dtype="<i2")
-            pcm = Pcm(samples.astype(np.int16), PCM_RATE)
-            audio = await asyncio.to_thread(encode, [pcm], fmt, bitrate=bitrate)
-        return audio, alignment
+        return await self._call(wire.timed_speech(voice, text, fmt, model), parse)
 
     def _elevenlabs(self) -> ElevenLabsWire:
         assert isinstance(self.wire, ElevenLabsWire), "ElevenLabs' API only"

@@ -196,16 +196,14 @@ class ElevenLabsWire:
         call = Call("POST", path, params={"output_format": output}, json=body)
         return SpeechCall(call, passthrough, _AUDIO_TYPES)
 
-    def timed_speech(
-        self, voice: str, text: str, fmt: AudioFormat, model: str | None
-    ) -> SpeechCall:
-        """`/with-timestamps`: the audio, in base64, and when each character is spoken."""
-        body: dict[str, Any] = {"text": text, "model_id": model or "eleven_multilingual_v2"}
+    def timed_speech(self, voice: str, text: str, fmt: AudioFormat, model: str | None) -> Call:
+        """`/with-timestamps`: the audio, in base64, and when each character is spoken. The
+        timed endpoints take ElevenLabs' own formats only, so `fmt` is made there."""
         name = "mp3_44100_128" if fmt == MP3 else format_name(fmt)
-        output = name if name is not None else f"pcm_{PCM_RATE}"
+        assert name is not None, f"{fmt} has no ElevenLabs name"
+        body: dict[str, Any] = {"text": text, "model_id": model or "eleven_multilingual_v2"}
         path = f"/v1/text-to-speech/{_segment(voice)}/with-timestamps"
-        call = Call("POST", path, params={"output_format": output}, json=body)
-        return SpeechCall(call, name is not None, ("application/json",))
+        return Call("POST", path, params={"output_format": name}, json=body)
 
     def parse_timed_speech(self, response: httpx.Response) -> tuple[bytes, Alignment]:
         body = _json_object(response)

@@ -222,9 +222,7 @@ async def timed_speech(
                 f"Voice {voice.id!r} is spoken by a provider whose API reports no timestamps."
             )
         assert encoder is None, "a provider's voice is not spoken into a caller's encoder"
-        audio, alignment = await remote.provider.speak_timed(
-            remote.voice, text, fmt, bitrate=context.settings.mp3_bitrate
-        )
+        audio, alignment = await remote.provider.speak_timed(remote.voice, text, fmt)
         yield TimedAudio(audio, alignment, max(alignment.ends, default=0.0))
         return
     finishing = encoder is None
