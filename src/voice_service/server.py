@@ -9,6 +9,9 @@ as for any response), headers must arrive within a deadline, a client that takes
 its answer for the send timeout is cut off, and connections over the cap are closed at
 once.
 
+The WebSocket protocol `serve` runs is uvicorn's, but for its shutdown: a stopping node lets
+an open session finish what it took before the session closes itself (`WebSocketProtocol`).
+
 The app hands its settings and log writer over in the lifespan state, which uvicorn gives
 every protocol instance (`app_state`): no globals, and each worker process has its own.
 """
