@@ -185,11 +185,10 @@ class ElevenLabsWire:
     def speech(
         self, voice: str, text: str, fmt: AudioFormat, speed: float, model: str | None
     ) -> SpeechCall:
-        body: dict[str, Any] = {"text": text, "model_id": model or "eleven_multilingual_v2"}
-        # Its own formats (our MP3 at the voice's rate is near enough its 44.1 kHz one) come
-        # through as made; anything else, or another speed than ElevenLabs' 0.7-1.2 allow,
-        # is made from its PCM here.
-        name = "mp3_44100_128" if fmt == MP3 else format_name(fmt)
+        body = _speech_body(text, model)
+        # Its own formats come through as made; anything else, or another speed than
+        # ElevenLabs' 0.7-1.2 allow, is made from its PCM here.
+        name = _format_name(fmt)
         passthrough = name is not None and speed == 1.0
         output = name if name is not None and passthrough else f"pcm_{PCM_RATE}"
         path = f"/v1/text-to-speech/{_segment(voice)}/stream"
@@ -199,9 +198,9 @@ class ElevenLabsWire:
     def timed_speech(self, voice: str, text: str, fmt: AudioFormat, model: str | None) -> Call:
         """`/with-timestamps`: the audio, in base64, and when each character is spoken. The
         timed endpoints take ElevenLabs' own formats only, so `fmt` is made there."""
-        name = "mp3_44100_128" if fmt == MP3 else format_name(fmt)
+        name = _format_name(fmt)
         assert name is not None, f"{fmt} has no ElevenLabs name"
-        body: dict[str, Any] = {"text": text, "model_id": model or "eleven_multilingual_v2"}
+        body = _speech_body(text, model)
         path = f"/v1/text-to-speech/{_segment(voice)}/with-timestamps"
         return Call("POST", path, params={"output_format": name}, json=body)
 
@@ -335,6 +334,16 @@ def _words(raw: object, text_key: str) -> list[Word]:
             start = _seconds(item.get("start"), 0.0)
             words.append(Word(text, start, _seconds(item.get("end"), start)))
     return words
+
+
+def _speech_body(text: str, model: str | None) -> dict[str, Any]:
+    return {"text": text, "model_id": model or "eleven_multilingual_v2"}
+
+
+def _format_name(fmt: AudioFormat) -> str | None:
+    """ElevenLabs' name for `fmt`; our MP3 at the voice's rate is near enough its 44.1 kHz
+    one."""
+    return "mp3_44100_128" if fmt == MP3 else format_name(fmt)
 
 
 def _alignment(raw: object) -> Alignment:

@@ -29,6 +29,7 @@ from voice_service.engines.registry import Engines, SpokenChunk
 from voice_service.errors import InvalidRequest, NotFound, ProviderError
 from voice_service.ledger import Ledger
 from voice_service.models import Voice
+from voice_service.providers.table import ProviderVoice
 from voice_service.speech.alignment import Alignment, TextTimer
 from voice_service.speech.schemas import SpeechRequest
 from voice_service.streaming import started
@@ -164,7 +165,7 @@ async def speech_chunks(
     """`voice` saying `text` in `fmt`, encoded bytes as each chunk of text is spoken (or the
     whole file at the end when not `streaming`). A provider's voice (a clone made there
     too) is spoken by the provider, its bytes passed on as they arrive."""
-    remote = context.providers.speaker(voice.engine_voice) if voice.profile is None else None
+    remote = remote_speaker(context, voice)
     if remote is not None:
         # The provider's own timeout, plus the inference budget's share for the longest
         # the text could take to say.
@@ -215,7 +216,7 @@ async def timed_speech(
     A provider's voice comes whole, its times as the provider reports them (a provider
     whose API reports none is refused). With the caller's `encoder` (a stream of several
     texts, this node's voices only) the encoder is not finished."""
-    remote = context.providers.speaker(voice.engine_voice) if voice.profile is None else None
+    remote = remote_speaker(context, voice)
     if remote is not None:
         if not remote.provider.reports_timestamps:
             raise InvalidRequest(
@@ -234,9 +235,14 @@ async def timed_speech(
             yield chunk
 
 
+def remote_speaker(context: AppContext, voice: Voice) -> ProviderVoice | None:
+    """The provider that speaks the voice (a clone made there too), if one does."""
+    return context.providers.speaker(voice.engine_voice) if voice.profile is None else None
+
+
 def is_remote(context: AppContext, voice: Voice) -> bool:
-    """A provider speaks the voice (a clone made there too)."""
-    return voice.profile is None and context.providers.speaker(voice.engine_voice) is not None
+    """A provider speaks the voice."""
+    return remote_speaker(context, voice) is not None
 
 
 async def _made_here(
