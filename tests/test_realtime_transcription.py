@@ -186,10 +186,13 @@ async def test_a_recording_streamed_live_gives_deltas_then_the_batch_transcript(
     item = first_delta["item_id"]
     assert stopped["item_id"] == completed["item_id"] == item
     assert stopped["audio_end_ms"] > 500 + 7000  # after the speech, in the session's audio
+    # Decoded afresh, not on from the deltas: what a batch transcription says.
     assert completed["transcript"] == batch_transcript(node, clip)
-    # The deltas say the transcript's beginning, never something else.
-    said = "".join(event["delta"] for event in events.seen if event["type"] == DELTA)
-    assert completed["transcript"].casefold().startswith(said.casefold())
+    # The deltas said the words the transcript begins with (it may correct one).
+    said = "".join(event["delta"] for event in events.seen if event["type"] == DELTA).split()
+    assert said
+    edits, _ = word_errors(" ".join(said), " ".join(completed["transcript"].split()[: len(said)]))
+    assert edits <= 1, (said, completed["transcript"])
     # One session, one log row (101) once it closed, billed by the seconds it sent.
     row = eventually(lambda: logged(node, rid))
     assert row is not None and (row["status"], row["method"]) == (101, "GET")

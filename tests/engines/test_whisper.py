@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from bench.audio import to_16k
 from bench.sentences import SENTENCES
-from bench.speech_set import SpeechDataMissingError, real_clips
+from bench.speech_set import SpeechDataMissingError, real_clips, spelled_out
 from bench.wer import word_errors, words
 from tests.helpers import speech_clips as sc
 
@@ -289,6 +289,21 @@ def test_a_short_clip_that_loops_is_decoded_again_without_timestamp_tokens(
     segments = list(engine.stream(audio, TranscribeOptions("fr")).segments)
     assert decodes == [True, False]
     assert all(segment.compression_ratio <= LOOP_COMPRESSION_RATIO for segment in segments)
+
+
+def test_a_live_partial_is_decoded_once_without_timestamp_tokens(
+    engine: WhisperEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A turn's first 3 s, cut off mid-word, as a live partial asks for it.
+    clip = next(
+        c for c in real_clips() if c.name.endswith("sense_and_sensibility_01_austen_64kb-0870")
+    )
+    partial = TranscribeOptions(language="en", window_seconds=4, timestamp_tokens=False)
+    decodes = recorded_decodes(engine, monkeypatch)
+    segments = list(engine.stream(clip.audio[: 3 * SAMPLE_RATE], partial).segments)
+    assert decodes == [False]
+    heard = spelled_out(" ".join(segment.text for segment in segments), "en")
+    assert heard.startswith("and mister john dashwood had"), heard
 
 
 def espeak_french(text: str) -> np.ndarray[Any, np.dtype[np.float32]]:

@@ -144,6 +144,10 @@ class TranscribeOptions:
     # only; at least the audio's length): a live turn of a few seconds is encoded, the bulk
     # of its cost, in a fraction of the time. None: 30.
     window_seconds: int | None = None
+    # Decode with Whisper's timestamp tokens first, as batch transcripts are (this node's
+    # Whisper only, on audio up to 30 s). False: one decode without them, 3-5 times faster
+    # on a live partial's few seconds, which often loop on timestamps when cut mid-word.
+    timestamp_tokens: bool = True
 
 
 @dataclass(frozen=True, slots=True)

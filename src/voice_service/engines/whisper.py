@@ -283,10 +283,13 @@ class WhisperEngine:
         self, samples: npt.NDArray[np.float32], language: str, options: TranscribeOptions
     ) -> list[Segment]:
         """Beam search with timestamp tokens; if that loops, without them (one segment then
-        spans the clip, words keep their times). See LOOP_COMPRESSION_RATIO."""
+        spans the clip, words keep their times). See LOOP_COMPRESSION_RATIO. Without them
+        at once if the caller asks (`TranscribeOptions.timestamp_tokens`)."""
         decode = functools.partial(
             self._slice_segments, samples, language, options, self._beam_size
         )
+        if not options.timestamp_tokens:
+            return list(decode(False))
         segments = list(decode(True))
         if any(segment.compression_ratio > LOOP_COMPRESSION_RATIO for segment in segments):
             segments = list(decode(False))
