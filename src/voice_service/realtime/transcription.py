@@ -13,7 +13,7 @@ Deltas never take back what they said: words are sent once two partial transcrip
 row agree on them, and every later partial of the turn is decoded on from what was sent
 (Whisper's prefix). The final transcript, in `completed`, is decoded afresh, as a batch
 transcription of the turn's audio would be: where it hears better than the partials did
-(it sees the whole turn, in Whisper's own 30 s window), it says otherwise than the deltas.
+(it sees the whole turn, in Whisper's own 30 s window), it corrects what the deltas said.
 """
 
 from __future__ import annotations
