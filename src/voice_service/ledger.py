@@ -27,7 +27,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -51,7 +51,7 @@ from voice_service.usage.charge import Charge
 from voice_service.usage.repository import record_usage
 
 if TYPE_CHECKING:
-    from voice_service.idempotency.keys import HeldKey, SentAnswer
+    from voice_service.idempotency.keys import HeldKey
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +59,35 @@ MAX_LOGGED_PATH = 2048  # the column's width: a longer path must not cost the ro
 # What an unreachable or silent database or Redis raises (sockets, timeouts, the pool).
 OUTAGES = (OSError, TimeoutError, OperationalError, InterfaceError, PoolTimeout)
 _SCOPE_KEY = "ledger"
+
+
+@dataclass(slots=True)
+class SentAnswer:
+    """What the response sent, as the middleware saw it go out: its body up to `max_bytes`
+    (past them only that it was `too_large`, so a huge answer is never held twice)."""
+
+    status: int
+    content_type: str | None
+    max_bytes: int
+    body: bytearray = field(default_factory=bytearray)
+    complete: bool = False  # the last body message went out
+    too_large: bool = False
+
+    def add(self, chunk: bytes, *, more: bool) -> None:
+        if not self.too_large:
+            self.body += chunk
+            if len(self.body) > self.max_bytes:
+                self.too_large = True
+                self.body = bytearray()
+        self.complete = not more
+
+    def will_not_fit(self, content_length: str | None) -> bool:
+        """The answer declares a length past `max_bytes`: its key will be released."""
+        return (
+            content_length is not None
+            and content_length.isdigit()
+            and (int(content_length) > self.max_bytes)
+        )
 
 
 @dataclass(slots=True)
@@ -180,6 +209,12 @@ class Ledger:
     @property
     def holds_key(self) -> bool:
         return self._key is not None
+
+    def answer_to_keep(self, status: int, content_type: str | None) -> SentAnswer | None:
+        """Where the middleware collects the answer for the request's key, if it holds one."""
+        if self._key is None:
+            return None
+        return SentAnswer(status, content_type, self._key.max_bytes)
 
     async def finish_key(self, sent: SentAnswer | None) -> None:
         """The response has gone out (`sent`: what of it the middleware saw)."""

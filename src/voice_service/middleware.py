@@ -19,8 +19,8 @@ from voice_service.errors import (
     RequestTimeout,
     envelope_bytes,
 )
-from voice_service.idempotency.keys import SentAnswer
-from voice_service.ledger import Books, Ledger, log_failure
+from voice_service.idempotency.keys import RELEASED_HEADER
+from voice_service.ledger import Books, Ledger, SentAnswer, log_failure
 from voice_service.usage.caps import UNITS_REMAINING
 from voice_service.vocabulary import megabytes
 
@@ -54,13 +54,14 @@ class RequestContextMiddleware:
         async def send_with_context(message: Message) -> None:
             nonlocal response_started, sent
             if message["type"] == "http.response.body" and sent is not None:
-                sent.body += message.get("body", b"")
-                sent.complete = not message.get("more_body", False)
+                sent.add(message.get("body", b""), more=message.get("more_body", False))
             elif message["type"] == "http.response.start":
                 response_started = True
                 headers = MutableHeaders(scope=message)
-                if ledger.holds_key:
-                    sent = SentAnswer(message["status"], headers.get("content-type"))
+                sent = ledger.answer_to_keep(message["status"], headers.get("content-type"))
+                if sent is not None and sent.will_not_fit(headers.get("content-length")):
+                    headers[RELEASED_HEADER] = f"answer over {sent.max_bytes} bytes"
+                    sent.too_large = True  # not collected at all
                 headers["X-Request-ID"] = ledger.request_id
                 if ledger.quota is not None:
                     for name, value in ledger.quota.headers().items():

@@ -231,6 +231,13 @@ class Settings(BaseSettings):
     db_pool_timeout_seconds: float = Field(
         2.0, gt=0, description="Longest wait for a free pooled connection; then 500."
     )
+    idempotent_answer_max_bytes: int = Field(
+        32 * 1024 * 1024,
+        ge=0,
+        description="The largest answer kept for an Idempotency-Key's retries; a larger one "
+        "releases its key (a retry runs again, billed only if the first run was not), and "
+        "says so in Idempotency-Key-Released.",
+    )
     log_spool_max_bytes: int = Field(
         64 * 1024 * 1024,
         ge=1024,

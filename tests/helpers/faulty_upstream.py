@@ -10,11 +10,12 @@ front, the test then resets the connection at a known point of the body, with no
 from __future__ import annotations
 
 import asyncio
+import itertools
 import socket
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 
@@ -43,6 +44,10 @@ class Answer:
     chunks: tuple[bytes, ...] = (AUDIO,)
     gap: float = 0.0
     hold_after: int | None = None
+    endless: bool = False  # the chunks again and again, until the client stops reading
+    # The body made of the request's headers instead of `chunks` (an upstream that quotes
+    # what it was sent).
+    quoting: Callable[[dict[str, str]], bytes] | None = None
 
 
 @dataclass(slots=True)
@@ -55,6 +60,7 @@ class Received:
     answer: Answer
     arrived: float = field(default_factory=time.monotonic)
     chunks_sent: int = 0
+    bytes_sent: int = 0
     finished: float | None = None  # when the last chunk went out
 
     @property
@@ -106,17 +112,31 @@ class FaultyUpstream:
         if answer.hold_after == 0:
             await self._hold()
         return StreamingResponse(
-            self._body(answer, received), answer.status, media_type=answer.content_type
+            self._body(answer, received, request), answer.status, media_type=answer.content_type
         )
 
-    async def _body(self, answer: Answer, received: Received) -> AsyncIterator[bytes]:
-        for index, chunk in enumerate(answer.chunks):
+    async def _body(
+        self, answer: Answer, received: Received, request: Request
+    ) -> AsyncIterator[bytes]:
+        chunks: Iterable[bytes] = answer.chunks
+        if answer.quoting is not None:
+            chunks = (answer.quoting(received.headers),)
+        elif answer.endless:
+            chunks = itertools.cycle(answer.chunks)
+        stop_at = time.monotonic() + HOLD_LIMIT_SECONDS
+        for index, chunk in enumerate(chunks):
             if index and answer.gap:
                 await asyncio.sleep(answer.gap)
             if index and index == answer.hold_after:
                 await self._hold()
+            # Sending to a client that hung up is no error here: ask.
+            if answer.endless and await request.is_disconnected():
+                break
+            if time.monotonic() > stop_at:  # an endless answer nobody stopped reading
+                break
             yield chunk
             received.chunks_sent += 1
+            received.bytes_sent += len(chunk)
         received.finished = time.monotonic()
 
     async def _hold(self) -> None:

@@ -195,13 +195,19 @@ async def test_a_clone_is_made_there_speaks_there_and_is_deleted_there(
 
 
 async def test_a_clone_elevenlabs_refuses_is_not_created_here(
-    node: tuple[httpx.AsyncClient, FastAPI, Tenant], peer: ElevenLabsPeer, tmp_path: Path
+    node: tuple[httpx.AsyncClient, FastAPI, Tenant],
+    peer: ElevenLabsPeer,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     client, app, tenant = node
     peer.fail_next(400, message="The sample is too short.")
     response = await clone(client, tenant, raised_voice_sample(tmp_path))
     error = assert_error(response, 400, "INVALID_REQUEST")
-    assert "'eleven' refused the request (400): The sample is too short." in error["message"]
+    # In our words; the provider's are the operator's, in the log.
+    assert "'eleven' refused the request (400): it did not accept the input" in error["message"]
+    assert "too short" not in error["message"]
+    assert "provider eleven refused a request (400): The sample is too short." in caplog.text
     assert (await client.get("/voices", headers=tenant.headers)).json()["voices"][-1][
         "type"
     ] == "PROVIDER"

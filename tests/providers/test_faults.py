@@ -14,6 +14,7 @@ faulty upstream's record, this node's metrics, log row, usage and /readyz; never
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import math
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
@@ -44,12 +45,15 @@ from tests.helpers.upstreams import providers_file
 from tests.helpers.voices import JOE_KEY
 from tests.helpers.waiting import eventually
 from voice_service.app import create_app
+from voice_service.audio.encode import FORMATS, OutputFormat
 from voice_service.context import AppContext
 from voice_service.engines.registry import Engines
+from voice_service.idempotency.keys import RELEASED_HEADER, REPLAYED_HEADER
 from voice_service.ids import catalogue_voice_id
 from voice_service.models import RequestLogEntry, UsageRecord
 from voice_service.providers.provider import Provider
 from voice_service.providers.replicas import LEFT_OUT_SECONDS
+from voice_service.providers.wire import speech_bytes
 from voice_service.settings import Settings
 
 T = TypeVar("T")
@@ -213,10 +217,12 @@ class Node:
     def provider(self, name: str) -> Provider:
         return next(p for p in self.context.providers.all if p.name == name)
 
-    async def speak(self, provider: str, text: str = TEXT) -> httpx.Response:
+    async def speak(
+        self, provider: str, text: str = TEXT, headers: dict[str, str] | None = None
+    ) -> httpx.Response:
         return await self.client.post(
             "/text-to-speech",
-            headers=self.tenant.headers,
+            headers={**self.tenant.headers, **(headers or {})},
             json={"voice_id": catalogue_voice_id(f"{provider}:alloy"), "text": text},
         )
 
@@ -262,10 +268,12 @@ def node_of(tmp_path: Path, database_url: str, engines: Engines, node_b_tenant: 
     """This node serving the providers file `toml`, with the suite's engines or `local`."""
 
     @asynccontextmanager
-    async def start(toml: str, local: Engines = engines) -> AsyncIterator[Node]:
+    async def start(
+        toml: str, local: Engines = engines, **overrides: object
+    ) -> AsyncIterator[Node]:
         path = providers_file(tmp_path / "providers.toml", toml)
         names = {} if local is engines else {"tts_engines": "", "stt_engines": ""}
-        settings = make_settings(tmp_path, database_url, providers_file=path, **names)
+        settings = make_settings(tmp_path, database_url, providers_file=path, **names, **overrides)
         app = create_app(settings, local)
         async with running(app) as client:
             yield Node(client, app, await Tenants(settings).create())
@@ -761,3 +769,115 @@ async def test_a_stalled_transcription_replica_is_retried_on_another(
         assert response.json()["text"] == "the quick brown fox"
         assert [r.path for r in upstream.requests] == [TRANSCRIPTIONS, "/second" + TRANSCRIPTIONS]
         assert node.outcomes("listeners") == {"timeout": 1, "ok": 1}
+
+
+# -- hostile answers: without end, quoting credentials, nested past any parser -------------
+
+ENDLESS = Answer(chunks=(AUDIO * 157,), endless=True)  # 64 kB a chunk, never done
+
+
+@pytest.mark.anyio
+async def test_an_endless_speech_answer_is_cut_off_at_what_its_text_can_take_502_unbilled(
+    node_of: NodeOf, urls: Urls, upstream: FaultyUpstream
+) -> None:
+    # Straight to the upstream (no proxy between), so it sees the node hang up.
+    async with node_of(provider("lonely", urls.second)) as node:
+        upstream.will(ENDLESS)
+        response = await node.speak("lonely")
+        assert response.status_code == 502
+        error = response.json()["error"]
+        assert error["code"] == "PROVIDER_ERROR" and "bytes of audio" in error["message"]
+        limit = speech_bytes(len(TEXT), FORMATS[OutputFormat.MP3])
+        # What it sent before the node stopped reading: the bound, and the sockets' buffers.
+        await until(lambda: upstream.requests[0].finished is not None)
+        assert limit < upstream.requests[0].bytes_sent < limit + 16 * 1024 * 1024
+        row = await node.log_row(error["request_id"])
+        assert (row.status, row.error_code) == (502, "PROVIDER_ERROR")
+        assert await node.units(error["request_id"]) == []
+        assert node.outcomes("lonely") == {"error": 1}
+
+
+@pytest.mark.anyio
+async def test_an_answer_too_large_to_keep_releases_its_idempotency_key_and_says_so(
+    node_of: NodeOf, urls: Urls, upstream: FaultyUpstream
+) -> None:
+    async with node_of(provider("lonely", urls.faulty), idempotent_answer_max_bytes=1000) as node:
+        upstream.will(Answer(chunks=(AUDIO,) * 5), Answer(chunks=(AUDIO,) * 5))
+        key = {"Idempotency-Key": "big-answer"}
+        first = await node.speak("lonely", headers=key)
+        assert first.status_code == 200 and first.content == AUDIO * 5
+        assert first.headers[RELEASED_HEADER] == "answer over 1000 bytes"
+        retry = await node.speak("lonely", headers=key)  # runs again: nothing was kept
+        assert retry.status_code == 200 and REPLAYED_HEADER not in retry.headers
+        assert len(upstream.requests) == 2
+        # Billed once all the same: the key remembers that its request was.
+        assert await node.units(first.headers["x-request-id"]) == [len(TEXT)]
+        assert await node.units(retry.headers["x-request-id"]) == []
+
+
+def quoting_credentials(status: int) -> Answer:
+    """A refusal that quotes the Authorization header it got, as OpenAI's 401 does."""
+
+    def body(headers: dict[str, str]) -> bytes:
+        said = f"Incorrect API key provided: {headers.get('authorization')}"
+        return json.dumps({"error": {"message": said}}).encode()
+
+    return Answer(status, "application/json", quoting=body)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("status", [401, 400])
+async def test_an_upstream_refusal_reaches_the_tenant_in_our_words_and_the_log_redacted(
+    status: int,
+    node_of: NodeOf,
+    urls: Urls,
+    upstream: FaultyUpstream,
+    node_b_tenant: Tenant,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    toml = provider("keyed", urls.faulty) + provider(
+        "in-url", urls.faulty_with_credentials, key=False
+    )
+    async with node_of(toml) as node:
+        upstream.will(quoting_credentials(status), quoting_credentials(status))
+        basic = base64.b64encode(f"operator:{PASSWORD}".encode()).decode()
+        for name in ("keyed", "in-url"):
+            response = await node.speak(name)
+            assert response.status_code == (400 if status == 400 else 502)
+            message = response.json()["error"]["message"]
+            assert f"'{name}' refused the request ({status})" in message
+            assert "Incorrect API key" not in message
+            for secret in (node_b_tenant.secret, PASSWORD, basic):
+                assert secret not in message and secret not in caplog.text
+        sent = [r.headers["authorization"] for r in upstream.requests]
+        assert sent == [f"Bearer {node_b_tenant.secret}", f"Basic {basic}"]
+    refusals = [r.getMessage() for r in caplog.records if "refused a request" in r.getMessage()]
+    assert len(refusals) == 2
+    assert all("Incorrect API key provided: Bearer [redacted]" in r for r in refusals[:1])
+    assert "Incorrect API key provided: Basic [redacted]" in refusals[1]
+
+
+@pytest.mark.anyio
+async def test_json_nested_past_any_parser_is_a_bad_answer_and_the_next_replica_serves(
+    node_of: NodeOf, urls: Urls, upstream: FaultyUpstream, clip: Clip
+) -> None:
+    async with node_of(listeners(urls.faulty, urls.second)) as node:
+        upstream.will(Answer(200, "application/json", (b"[" * 100_000,)), TRANSCRIPT)
+        response = await node.transcribe(clip)
+        assert response.status_code == 200, response.text
+        assert response.json()["text"] == "the quick brown fox"
+        assert node.outcomes("listeners") == {"error": 1, "ok": 1}
+        assert await node.states("listeners") == ["failing", "up"]
+
+
+@pytest.mark.anyio
+async def test_a_refusal_nested_past_any_parser_is_a_502_not_a_500(
+    node_of: NodeOf, urls: Urls, upstream: FaultyUpstream, clip: Clip
+) -> None:
+    async with node_of(listeners(urls.faulty)) as node:
+        upstream.will(Answer(401, "application/json", (b'{"error": ' + b"[" * 60_000,)))
+        response = await node.transcribe(clip)
+        assert response.status_code == 502, response.text
+        error = response.json()["error"]
+        assert error["code"] == "PROVIDER_ERROR" and "refused the request (401)" in error["message"]
+        assert await node.units(error["request_id"]) == []

@@ -9,7 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
-from voice_service.providers.wire import ElevenLabsWire, Garbage
+from voice_service.audio.output_formats import NAMED_FORMATS
+from voice_service.providers.wire import ElevenLabsWire, Garbage, timed_speech_bytes
 from voice_service.speech.alignment import Alignment
 
 AUDIO = base64.b64encode(b"\x00\x01" * 4).decode()
@@ -26,11 +27,13 @@ def answer(body: Any) -> httpx.Response:
 
 def test_a_good_answer_gives_its_audio_and_times() -> None:
     audio, alignment = ElevenLabsWire().parse_timed_speech(
-        answer({"audio_base64": AUDIO, "alignment": GOOD})
+        answer({"audio_base64": AUDIO, "alignment": GOOD}), "Hi"
     )
     assert audio == b"\x00\x01" * 4
     assert alignment == Alignment(("H", "i"), (0.0, 0.1), (0.1, 0.25))
-    _, empty = ElevenLabsWire().parse_timed_speech(answer({"audio_base64": "", "alignment": None}))
+    _, empty = ElevenLabsWire().parse_timed_speech(
+        answer({"audio_base64": "", "alignment": None}), "Hi"
+    )
     assert empty == Alignment()
 
 
@@ -49,4 +52,23 @@ def test_a_good_answer_gives_its_audio_and_times() -> None:
 )
 def test_a_broken_answer_is_garbage(body: Any) -> None:
     with pytest.raises(Garbage):
-        ElevenLabsWire().parse_timed_speech(answer(body))
+        ElevenLabsWire().parse_timed_speech(answer(body), "Hi")
+
+
+def test_an_alignment_of_other_characters_than_the_text_is_garbage() -> None:
+    long = {
+        "characters": ["x"] * 3000,
+        "character_start_times_seconds": [0.0] * 3000,
+        "character_end_times_seconds": [0.1] * 3000,
+    }
+    for alignment in (GOOD, long):
+        with pytest.raises(Garbage, match="not of the text"):
+            ElevenLabsWire().parse_timed_speech(
+                answer({"audio_base64": AUDIO, "alignment": alignment}), "Hello there."
+            )
+
+
+def test_a_timed_answer_is_bounded_by_what_its_text_can_take() -> None:
+    # A few thousand bytes a character, not the megabytes of a 3-million-character alignment.
+    bound = timed_speech_bytes(14, NAMED_FORMATS["mp3_44100_128"])
+    assert 14 * 64 < bound < 1024 * 1024

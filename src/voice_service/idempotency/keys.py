@@ -22,7 +22,6 @@ import logging
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime
 from urllib.parse import urlencode
 
@@ -37,13 +36,14 @@ from voice_service.db import transaction
 from voice_service.errors import ClientClosedRequest, IdempotencyKeyInUse, InvalidRequest
 from voice_service.idempotency import repository
 from voice_service.idempotency.fingerprint import fingerprint
-from voice_service.ledger import Ledger
+from voice_service.ledger import Ledger, SentAnswer
 from voice_service.models import IdempotencyEntry
 
 logger = logging.getLogger(__name__)
 
 HEADER = "Idempotency-Key"
 REPLAYED_HEADER = "Idempotent-Replayed"
+RELEASED_HEADER = "Idempotency-Key-Released"  # the answer is too large to keep
 _VALID_KEY = re.compile(r"[\x20-\x7e]{1,255}")  # printable ASCII
 POLL_SECONDS = 0.2  # how often a retry looks whether the first request has finished
 RENEW_SECONDS = repository.LEASE.total_seconds() / 3
@@ -54,16 +54,6 @@ def keeps(status: int) -> bool:
     """Whether an answer with `status` is kept for retries: successes and the client's
     errors, not the service's (5xx), rate limits or timeouts."""
     return status < 500 and status not in NOT_KEPT
-
-
-@dataclass(slots=True)
-class SentAnswer:
-    """What the response sent, as the middleware saw it go out."""
-
-    status: int
-    content_type: str | None
-    body: bytearray = field(default_factory=bytearray)
-    complete: bool = False  # the last body message went out
 
 
 class StoredAnswer(Exception):
@@ -92,6 +82,7 @@ class HeldKey:
         request_id: str,
         *,
         billed_before: bool,
+        max_bytes: int,
     ) -> None:
         self._sessions = sessions
         self._store = store
@@ -100,6 +91,7 @@ class HeldKey:
         self.key = key
         self.request_id = request_id
         self.billed_before = billed_before  # an earlier run of it was billed: bill nothing
+        self.max_bytes = max_bytes  # the largest answer kept
         self._renewer = asyncio.create_task(self._renew(), name="idempotency-lease")
 
     async def billed(self, session: AsyncSession) -> None:
@@ -111,9 +103,15 @@ class HeldKey:
         lease then lapses, and a retry runs the request again)."""
         self._renewer.cancel()
         try:
-            if sent is not None and sent.complete and keeps(status):
+            if sent is not None and sent.complete and not sent.too_large and keeps(status):
                 await self._keep(status, error_code, sent)
             else:
+                if sent is not None and sent.too_large:
+                    logger.info(
+                        "idempotency key of %s released: its answer is over %d bytes",
+                        self.request_id,
+                        self.max_bytes,
+                    )
                 async with transaction(self._sessions) as session:
                     await repository.release(session, self.org_id, self.key, self.request_id)
         except Exception as exc:
@@ -182,6 +180,7 @@ async def claim_idempotency_key(
                     key,
                     ledger.request_id,
                     billed_before=outcome.billed,
+                    max_bytes=settings.idempotent_answer_max_bytes,
                 )
             )
             return

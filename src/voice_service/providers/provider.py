@@ -31,6 +31,7 @@ from voice_service.engines.protocols import Pcm, TranscribeOptions
 from voice_service.errors import InvalidRequest, ProviderError
 from voice_service.metrics.registry import Metrics
 from voice_service.providers.config import ANY_LANGUAGE, ResolvedProvider
+from voice_service.providers.redaction import redacted, secrets_of
 from voice_service.providers.replicas import (
     FAILURES_TO_LEAVE_OUT,
     NoReplica,
@@ -39,7 +40,6 @@ from voice_service.providers.replicas import (
 )
 from voice_service.providers.wire import (
     MAX_JSON_BYTES,
-    MAX_TIMED_SPEECH_BYTES,
     PCM_RATE,
     AudioFile,
     Call,
@@ -47,8 +47,11 @@ from voice_service.providers.wire import (
     Garbage,
     OpenAIWire,
     RemoteTranscript,
+    SpeechCall,
     Wire,
     error_message,
+    shown_type,
+    timed_speech_bytes,
 )
 from voice_service.speech.alignment import Alignment
 
@@ -85,6 +88,15 @@ class ProviderRefusedInput(InvalidRequest):
 
 # What a provider's refusal of the input becomes here; any other 4xx is a 502.
 _INPUT_REFUSALS = frozenset({400, 413, 422})
+# What a refusal means, in our words (never the provider's: they may quote credentials).
+_REFUSALS = {
+    400: "it did not accept the input",
+    401: "it did not accept this node's credentials for it",
+    403: "it does not allow this request with this node's credentials",
+    404: "it does not have the voice or model asked for",
+    413: "it found the input too large",
+    422: "it did not accept the input",
+}
 
 
 class Provider:
@@ -95,6 +107,7 @@ class Provider:
         self.wire: Wire = ElevenLabsWire() if config.kind == "elevenlabs" else OpenAIWire()
         self.replicas = ReplicaSet(config.urls, config.max_concurrency, max_queued)
         self._metrics = metrics
+        self._secrets = secrets_of(resolved.api_key, config.urls)
         self._client = httpx.AsyncClient(
             headers=self.wire.headers(resolved.api_key),
             timeout=httpx.Timeout(
@@ -173,7 +186,7 @@ class Provider:
         speech = self.wire.speech(voice, text, fmt, speed, model)
         # A whole file reaches the client only once made: a replica failing mid-way is then
         # retried like any call.
-        chunks = self._stream(speech.call, speech.media_types, deadline, whole=not streaming)
+        chunks = self._stream(speech, deadline, whole=not streaming)
         if speech.passthrough:
             return chunks
         encoder = AudioEncoder(fmt, streaming=streaming, bitrate=bitrate, speed=speed)
@@ -191,8 +204,8 @@ class Provider:
         model = self.config.speech.model if self.config.speech else None
 
         async def parse(response: httpx.Response) -> tuple[bytes, Alignment]:
-            answer = await _read_bounded(response, MAX_TIMED_SPEECH_BYTES)
-            return wire.parse_timed_speech(answer)
+            answer = await _read_bounded(response, timed_speech_bytes(len(text), fmt))
+            return wire.parse_timed_speech(answer, text)
 
         return await self._call(wire.timed_speech(voice, text, fmt, model), parse)
 
@@ -238,32 +251,43 @@ class Provider:
             failed = replica, failure
 
     async def _stream(
-        self, call: Call, media_types: tuple[str, ...], deadline: float, *, whole: bool
+        self, speech: SpeechCall, deadline: float, *, whole: bool
     ) -> AsyncGenerator[bytes, None]:
-        """The answer's bytes as they arrive, or with `whole` all of them once complete."""
+        """The answer's bytes as they arrive, or with `whole` all of them once complete; an
+        answer past `speech.max_bytes` is garbage (a replica that sends without end)."""
         failed: tuple[Replica, _ReplicaFailed] | None = None
         while True:
             async with self._replica(failed) as replica:
                 started = time.monotonic()
                 sent = False
                 held: list[bytes] = []
+                received = 0
                 try:
                     async with AsyncExitStack() as stack:
                         # The deadline bounds each wait, never the time the client takes
                         # with a chunk (a timeout around a yield would cancel the client's
                         # task, not this call).
                         async with asyncio.timeout_at(_loop_time(deadline)):
-                            response = await stack.enter_async_context(self._open(replica, call))
+                            response = await stack.enter_async_context(
+                                self._open(replica, speech.call)
+                            )
                             await self._check_status(response)
                         media_type = response.headers.get("content-type", "").lower()
-                        if not media_type.startswith(media_types):
-                            raise Garbage(f"answered {media_type or 'no content type'}, not audio")
+                        if not media_type.startswith(speech.media_types):
+                            shown = shown_type(media_type.split(";")[0].strip())
+                            raise Garbage(f"answered {shown}, not audio")
                         chunks = response.aiter_bytes()
                         while True:
                             async with asyncio.timeout_at(_loop_time(deadline)):
                                 chunk = await anext(chunks, None)
                             if chunk is None:
                                 break
+                            received += len(chunk)
+                            if received > speech.max_bytes:
+                                raise Garbage(
+                                    f"answered more than the {speech.max_bytes} bytes of audio "
+                                    "its text can take"
+                                )
                             if whole:
                                 held.append(chunk)
                             else:
@@ -327,9 +351,23 @@ class Provider:
         if status >= 500 or status == 429:
             raise _ReplicaFailed(f"answered {status}")
         if status >= 400:
-            said = error_message(await _read_bounded(response))
-            refusal = f"The provider {self.name!r} refused the request ({status})"
-            refusal += f": {said}" if said else "."
+            try:
+                said = error_message(await _read_bounded(response))
+            except Garbage:
+                said = "(an answer too long to read)"
+            # Its words may quote this node's credentials: the operator reads them, redacted;
+            # the tenant is told what happened in ours.
+            logger.warning(
+                "provider %s refused a request (%d): %s",
+                self.name,
+                status,
+                redacted(said, self._secrets),
+            )
+            refusal = (
+                f"The provider {self.name!r} refused the request ({status}): "
+                f"{_REFUSALS.get(status, 'it gave no reason of ours to repeat')}. "
+                "The operator can read its answer in the node's log."
+            )
             if status in _INPUT_REFUSALS:
                 raise ProviderRefusedInput(refusal)
             raise ProviderRefused(refusal, status)

@@ -12,6 +12,7 @@ import base64
 import binascii
 import json
 import math
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 from urllib.parse import quote
@@ -27,10 +28,20 @@ from voice_service.speech.alignment import Alignment
 
 # Answers are read whole only when they are JSON; a transcript of 30 minutes is far below.
 MAX_JSON_BYTES = 16 * 1024 * 1024
-# Speech with timestamps comes as JSON too, its audio in base64: the longest text as 44.1 kHz
-# PCM (about 6 minutes of it) fits.
-MAX_TIMED_SPEECH_BYTES = 64 * 1024 * 1024
 PCM_RATE = 24_000  # the raw PCM asked of a provider when ours must re-encode it
+
+# Characters per second of the slowest speech a provider makes (people say about 15).
+SLOWEST_SPEECH = 5.0
+# Seconds of audio any text may take beyond its characters' (pauses, a short text's breath).
+SPEECH_MARGIN_SECONDS = 10.0
+# A second of audio in a format that fixes neither its rate nor its bitrate is at most this
+# many bytes: 48 kHz 16-bit PCM, or 320 kbit/s compressed.
+_MOST_PCM_RATE = 48_000
+_MOST_LOSSY_BITRATE = 320_000
+# A character's share of an alignment: `"x",` and two times of up to 17 digits each.
+_ALIGNMENT_BYTES = 64
+# Room for a container's headers (MP3's ID3 and Xing, WAV's RIFF, Ogg's pages).
+_HEADER_BYTES = 64 * 1024
 
 
 class Garbage(Exception):
@@ -50,16 +61,6 @@ class Call:
 
 
 @dataclass(frozen=True, slots=True)
-class SpeechCall:
-    """A speech request, and the audio it answers with: `fmt` itself (passed through), or
-    raw 16-bit PCM at `PCM_RATE` that we encode into the client's format."""
-
-    call: Call
-    passthrough: bool
-    media_types: tuple[str, ...]  # the Content-Types a good answer may have
-
-
-@dataclass(frozen=True, slots=True)
 class RemoteTranscript:
     text: str
     language: str | None  # ISO 639-1, or None when the provider did not say
@@ -71,6 +72,35 @@ class AudioFile:
     name: str
     content: bytes
     media_type: str
+
+
+@dataclass(frozen=True, slots=True)
+class SpeechCall:
+    """A speech request, and the audio it answers with: `fmt` itself (passed through), or
+    raw 16-bit PCM at `PCM_RATE` that we encode into the client's format."""
+
+    call: Call
+    passthrough: bool
+    media_types: tuple[str, ...]  # the Content-Types a good answer may have
+    max_bytes: int  # the most audio an honest answer to this text holds
+
+
+def speech_bytes(characters: int, fmt: AudioFormat, speed: float = 1.0) -> int:
+    """The most bytes of `fmt` that speaking `characters` can honestly take: the slowest
+    speech, at the slowest `speed` asked, at the format's bit rate (the most any such
+    format has where it fixes none)."""
+    seconds = SPEECH_MARGIN_SECONDS + characters / SLOWEST_SPEECH / min(speed, 1.0)
+    if fmt.lossy:
+        per_second = (fmt.bitrate or _MOST_LOSSY_BITRATE) // 8
+    else:
+        per_second = (fmt.sample_rate or _MOST_PCM_RATE) * 2
+    return math.ceil(seconds * per_second) + _HEADER_BYTES
+
+
+def timed_speech_bytes(characters: int, fmt: AudioFormat) -> int:
+    """The most bytes of a timed answer (JSON: the audio in base64, and per character its
+    text and two times)."""
+    return speech_bytes(characters, fmt) * 4 // 3 + _ALIGNMENT_BYTES * characters
 
 
 class Wire(Protocol):
@@ -147,7 +177,10 @@ class OpenAIWire:
             "speed": speed,
         }
         call = Call("POST", "/audio/speech", json=body)
-        return SpeechCall(call, name is not None, _AUDIO_TYPES)
+        made = fmt if name is not None else _PCM
+        return SpeechCall(
+            call, name is not None, _AUDIO_TYPES, speech_bytes(len(text), made, speed)
+        )
 
 
 class ElevenLabsWire:
@@ -193,7 +226,8 @@ class ElevenLabsWire:
         output = name if name is not None and passthrough else f"pcm_{PCM_RATE}"
         path = f"/v1/text-to-speech/{_segment(voice)}/stream"
         call = Call("POST", path, params={"output_format": output}, json=body)
-        return SpeechCall(call, passthrough, _AUDIO_TYPES)
+        limit = speech_bytes(len(text), fmt if passthrough else _PCM)  # made at speed 1 there
+        return SpeechCall(call, passthrough, _AUDIO_TYPES, limit)
 
     def timed_speech(self, voice: str, text: str, fmt: AudioFormat, model: str | None) -> Call:
         """`/with-timestamps`: the audio, in base64, and when each character is spoken. The
@@ -204,7 +238,7 @@ class ElevenLabsWire:
         path = f"/v1/text-to-speech/{_segment(voice)}/with-timestamps"
         return Call("POST", path, params={"output_format": name}, json=body)
 
-    def parse_timed_speech(self, response: httpx.Response) -> tuple[bytes, Alignment]:
+    def parse_timed_speech(self, response: httpx.Response, text: str) -> tuple[bytes, Alignment]:
         body = _json_object(response)
         audio = body.get("audio_base64")
         if not isinstance(audio, str):
@@ -213,7 +247,10 @@ class ElevenLabsWire:
             data = base64.b64decode(audio, validate=True)
         except (binascii.Error, ValueError):
             raise Garbage("audio_base64 is not base64") from None
-        return data, _alignment(body.get("alignment"))
+        alignment = _alignment(body.get("alignment"))
+        if alignment.characters and "".join(alignment.characters) != text:
+            raise Garbage("alignment is not of the text it was sent")
+        return data, alignment
 
     def add_voice(self, name: str, description: str | None, sample: AudioFile) -> Call:
         data: dict[str, str | list[str]] = {"name": name}
@@ -242,6 +279,9 @@ UPLOAD_NAMES = {
     UploadFormat.FLAC: ("audio.flac", "audio/flac"),
 }
 
+_PCM = FORMATS[OutputFormat.PCM]  # 16-bit at PCM_RATE
+assert _PCM.sample_rate == PCM_RATE
+
 # Servers label audio loosely (ElevenLabs' PCM is application/octet-stream); what is never
 # audio is a page or a JSON error with a 200.
 _AUDIO_TYPES = ("audio/", "application/octet-stream", "binary/octet-stream")
@@ -249,11 +289,13 @@ _AUDIO_TYPES = ("audio/", "application/octet-stream", "binary/octet-stream")
 
 def error_message(response: httpx.Response) -> str:
     """The provider's own words for a refusal (OpenAI's `error.message`, ElevenLabs'
-    `detail.message`), cut short; empty when it gave none."""
+    `detail.message`), else the start of its body: for the operator's log only (they may
+    quote credentials; see `redaction`)."""
+    head = response.content[:65536]
     try:
-        body = json.loads(response.content[:65536])
-    except (ValueError, UnicodeDecodeError):
-        return ""
+        body = json.loads(head)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return head[:1000].decode("utf-8", "replace")
     message: object = None
     if isinstance(body, dict):
         error = body.get("error")
@@ -266,21 +308,35 @@ def error_message(response: httpx.Response) -> str:
             message = detail
         else:
             message = body.get("message") or error
-    text = message if isinstance(message, str) else json.dumps(message) if message else ""
-    return text[:300]
+    if isinstance(message, str):
+        return message
+    return head[:1000].decode("utf-8", "replace")
 
 
 def _json_object(response: httpx.Response) -> dict[str, Any]:
     media_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
     if media_type != "application/json":
-        raise Garbage(f"answered {media_type or 'no content type'}, not JSON")
+        raise Garbage(f"answered {shown_type(media_type)}, not JSON")
     try:
         body = json.loads(response.content)
+    except RecursionError:  # nested deeper than Python's parser goes: no answer of the API
+        raise Garbage("answered JSON nested too deep") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise Garbage(f"answered JSON that does not parse ({exc})") from None
     if not isinstance(body, dict):
         raise Garbage("answered JSON that is not an object")
     return body
+
+
+def shown_type(media_type: str) -> str:
+    """A Content-Type fit to repeat to a tenant: a plain `type/subtype`, nothing else the
+    upstream wrote."""
+    if not media_type:
+        return "no content type"
+    return media_type if _PLAIN_TYPE.fullmatch(media_type) else "an unusual content type"
+
+
+_PLAIN_TYPE = re.compile(r"[a-z0-9][a-z0-9.+-]{0,40}/[a-z0-9][a-z0-9.+-]{0,60}")
 
 
 def _openai_segments(raw: object, duration: float) -> list[Segment]:

@@ -30,6 +30,7 @@ from voice_service.errors import InvalidRequest, NotFound, ProviderError
 from voice_service.ledger import Ledger
 from voice_service.models import Voice
 from voice_service.providers.table import ProviderVoice
+from voice_service.providers.wire import SLOWEST_SPEECH
 from voice_service.speech.alignment import Alignment, TextTimer
 from voice_service.speech.schemas import SpeechRequest
 from voice_service.streaming import started
@@ -40,9 +41,6 @@ from voice_service.voices.service import find_voice
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-# Characters per second of the slowest speech a provider makes (people say about 15).
-SLOWEST_SPEECH = 5.0
 
 
 def speech_charge(voice: Voice, text: str) -> Charge:
