@@ -208,14 +208,18 @@ async def test_bad_messages_get_an_error_and_the_session_goes_on(node: Server) -
         assert (await messages.next())["audio"]
 
 
-async def test_a_client_that_leaves_is_billed_for_the_text_it_sent(node: Server) -> None:
-    async with stream_input(node) as messages:
+async def test_a_client_that_leaves_is_billed_for_the_audio_it_was_sent(node: Server) -> None:
+    async with stream_input(node, output_format="pcm_16000") as messages:
         await messages.ws.send(text(FIRST))
-        await messages.next()
+        await messages.ws.send(text(REST[0]))  # no clause end yet: never spoken
+        # Uncompressed: no audio held back. The clause's trailing space has no audio: it
+        # would go out with the next.
+        while messages.alignment()[0] != FIRST.rstrip():
+            await messages.next()
         rid = request_id(messages)
         messages.ws.transport.abort()
     assert eventually(lambda: logged_status(node, rid)) == 101
-    assert billed(node, rid) == [("text-to-speech", len(FIRST))]
+    assert billed(node, rid) == [("text-to-speech", len(FIRST.rstrip()))]
 
 
 def synthesized_seconds(node: Server) -> float:
@@ -235,7 +239,10 @@ async def test_a_client_that_leaves_after_its_last_text_stops_the_speech(node: S
         rid = request_id(messages)
         messages.ws.transport.abort()
     assert eventually(lambda: logged_status(node, rid)) == 101
-    assert billed(node, rid) == [("text-to-speech", len(long_text))]
+    # Billed for the characters whose audio was sent, not for the text.
+    ((endpoint, units),) = billed(node, rid)
+    assert endpoint == "text-to-speech"
+    assert len(messages.alignment()[0]) <= units < len(long_text)
     # The session ended with the client, not once all of it was spoken.
     made = synthesized_seconds(node) - before
     assert made < 30, made

@@ -106,6 +106,11 @@ class InternalError(ApiError):
     pass
 
 
+# What an HTTP request's 502 says of its billing. A WebSocket session bills what it delivered
+# before a failure, so its error events say that instead (`session_message`).
+NOT_BILLED = "The request was not billed and is safe to retry."
+
+
 class ProviderError(ApiError):
     status, code = 502, "PROVIDER_ERROR"
     default_message = "The voice engine failed; the request is safe to retry."
@@ -198,3 +203,9 @@ def first_field(errors: Sequence[Any]) -> str | None:
         if location:
             return ".".join(location)
     return None
+
+
+def session_message(error: ApiError) -> str:
+    """What failed, for a WebSocket session's error event: without what an HTTP request's
+    error says of its billing."""
+    return error.message.replace(NOT_BILLED, "").strip()

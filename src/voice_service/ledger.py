@@ -275,25 +275,28 @@ class Ledger:
         self._error_code = outcome.code
         await self._log(outcome.status, outcome.code, bytes_sent)
 
-    async def session_ended(self, charge: Charge, bytes_sent: int) -> None:
+    async def session_ended(
+        self, charge: Charge, bytes_sent: int, error_code: str | None = None
+    ) -> None:
         """A WebSocket session closed, whatever closed it: billed for what it used (its
-        client may be long gone), logged with the upgrade's status, 101."""
+        client may be long gone), logged with the upgrade's status, 101, and the code of
+        the error that ended it, if one did."""
         if charge.units > 0:
             try:
-                async with self._billing(charge, 101, bytes_sent=bytes_sent):
+                async with self._billing(charge, 101, bytes_sent, error_code):
                     return
             except Exception as exc:
                 log_failure(self.request_id, exc)
                 self._error_code = InternalError.code
                 await self._log(InternalError.status, InternalError.code, bytes_sent)
                 return
-        await self._log(101, None, bytes_sent)
+        await self._log(101, error_code, bytes_sent)
 
     # --- the rows -------------------------------------------------------------------------
 
     @asynccontextmanager
     async def _billing(
-        self, charge: Charge, status: int, bytes_sent: int | None
+        self, charge: Charge, status: int, bytes_sent: int | None, error_code: str | None = None
     ) -> AsyncIterator[AsyncSession]:
         principal = self.principal
         assert principal is not None, "only an admitted request is billed"
@@ -311,7 +314,7 @@ class Ledger:
                 await self._key.billed(session)
             if bills:
                 record_usage(session, principal, self.request_id, charge, books.clock())
-            entry = self._entry(status, None, bytes_sent)
+            entry = self._entry(status, error_code, bytes_sent)
             await insert_entries(session, [entry], books.request_log.keys_to_refresh([entry]))
         self._settled, self._status = True, status
         books.request_log.announce(entry, principal.key_prefix)

@@ -28,7 +28,7 @@ import numpy as np
 
 from voice_service.audio.encode import AudioEncoder, AudioFormat
 from voice_service.engines.protocols import Pcm, TranscribeOptions
-from voice_service.errors import InvalidRequest, ProviderError
+from voice_service.errors import NOT_BILLED, InvalidRequest, ProviderError
 from voice_service.metrics.registry import Metrics
 from voice_service.providers.config import ANY_LANGUAGE, ResolvedProvider
 from voice_service.providers.redaction import redacted, secrets_of
@@ -342,8 +342,7 @@ class Provider:
                 raise self._error(failed[1]) from None
             raise ProviderError(
                 f"The provider {self.name!r} is unavailable: every replica failed "
-                f"{FAILURES_TO_LEAVE_OUT} requests in a row and is left out for now. "
-                "The request was not billed and is safe to retry."
+                f"{FAILURES_TO_LEAVE_OUT} requests in a row and is left out for now. " + NOT_BILLED
             ) from None
 
     async def _check_status(self, response: httpx.Response) -> None:
@@ -382,10 +381,7 @@ class Provider:
         )
 
     def _error(self, failure: _ReplicaFailed) -> ProviderError:
-        return ProviderError(
-            f"The provider {self.name!r} failed: {failure.reason}. "
-            "The request was not billed and is safe to retry."
-        )
+        return ProviderError(f"The provider {self.name!r} failed: {failure.reason}. " + NOT_BILLED)
 
     def _count(self, outcome: str, started: float) -> None:
         self._metrics.provider_called(self.name, outcome, time.monotonic() - started)

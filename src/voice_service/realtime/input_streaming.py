@@ -10,7 +10,8 @@ without one is spoken up to its last space. Each chunk of speech comes as `{"aud
 "isFinal": false, "alignment": ..., "normalizedAlignment": ...}` (ElevenLabs' `chars`,
 `charStartTimesMs`, `charsDurationsMs`, from the start of the session's audio; null for a
 provider's voice), and the end as `{"audio": null, "isFinal": true}`. The audio is one
-stream in the session's `output_format`, encoded across clauses.
+stream in the session's `output_format`, encoded across clauses. The session bills the
+characters whose audio it sent, whatever ended it.
 """
 
 from __future__ import annotations
@@ -27,15 +28,19 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
-from fastapi import WebSocket
-
 from voice_service.audio.encode import AudioEncoder, AudioFormat
 from voice_service.audio.output_formats import parse_output_format
 from voice_service.auth.principal import Principal
 from voice_service.context import AppContext
-from voice_service.errors import ApiError, InternalError, RateLimited
+from voice_service.errors import ApiError, InternalError, RateLimited, session_message
 from voice_service.models import Voice
-from voice_service.realtime.upgrade import FINISH_SHARE, Session, UnitGate, next_message
+from voice_service.realtime.upgrade import (
+    FINISH_SHARE,
+    Ending,
+    Session,
+    UnitGate,
+    next_message,
+)
 from voice_service.speech.alignment import Alignment
 from voice_service.speech.service import is_remote, speech_chunks, timed_speech
 from voice_service.usage.charge import Charge
@@ -98,7 +103,10 @@ class InputStream:
         self._encoder = AudioEncoder(prepared.fmt, streaming=True, bitrate=settings.mp3_bitrate)
         self._gate = UnitGate(session.ledger, HOLD_AHEAD)
         self._opened = False
-        self.characters = 0  # billed: every character of text after the opening message
+        self._received = 0  # characters of text after the opening message (held under a cap)
+        # Billed: the characters whose audio was sent (by the alignment sent with it; a
+        # provider's voice, which has none, by whole clauses).
+        self.delivered = 0
         self._pending = ""  # text whose clause has not ended yet
         self._clauses: asyncio.Queue[str | None] = asyncio.Queue()  # None: the end
         self._speaking = False
@@ -118,11 +126,14 @@ class InputStream:
         cap that the text would pass raises `RateLimited` (the text is not taken)."""
         try:
             message = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):
             message = None
         text = message.get("text") if isinstance(message, dict) else None
         if not isinstance(message, dict) or not isinstance(text, str):
             await self._error("invalid_message", 'Each message is a JSON object with a "text".')
+            return True
+        if not _is_unicode(text):
+            await self._error("invalid_message", "The text holds a lone surrogate: not taken.")
             return True
         if not self._opened:
             self._opened = True  # ElevenLabs' opening message: its " " is not text to speak
@@ -131,8 +142,8 @@ class InputStream:
         if text == "":
             self.end()
             return False
-        await self._gate(self.characters + len(text))
-        self.characters += len(text)
+        await self._gate(self._received + len(text))
+        self._received += len(text)
         self._pending += text
         spoken, self._pending = next_clause(self._pending, everything=message.get("flush") is True)
         self._queue(spoken)
@@ -160,6 +171,8 @@ class InputStream:
                 self._speaking = True
                 async for audio, alignment in self._spoken(clause):
                     await self._send_audio(audio, alignment)
+                if not self._timed:  # a provider's voice: its clause's audio is all out
+                    self.delivered += len(clause)
                 self._speaking = False
             if self._timed and self._elapsed > 0:
                 await self._send_audio(self._encoder.finish(), None)
@@ -169,7 +182,11 @@ class InputStream:
                 logger.exception("speaking for session %s failed", self._session.ledger.request_id)
             error = exc if isinstance(exc, ApiError) else InternalError()
             self.failure = error
-            await self._error(error.code.lower(), error.message)
+            await self._error(
+                error.code.lower(),
+                f"{session_message(error)} Only the characters whose audio was sent are "
+                f"billed: {self.delivered}.",
+            )
         finally:
             self._speaking = False
             self.ended.set()
@@ -199,6 +216,7 @@ class InputStream:
         if not audio:  # the encoder holds these bytes back: their characters wait with them
             return
         timing = _elevenlabs_alignment(self._unsent) if self._timed else None
+        characters = len(self._unsent.characters)
         self._unsent = Alignment()
         await self._session.channel.send(
             {
@@ -208,6 +226,7 @@ class InputStream:
                 "normalizedAlignment": timing,
             }
         )
+        self.delivered += characters  # a voice of this node's: the characters this audio says
 
     async def _error(self, code: str, message: str) -> None:
         await self._session.channel.send({"error": code, "message": message})
@@ -242,62 +261,72 @@ async def run_input_stream(session: Session, prepared: Prepared) -> None:
     idle = context.settings.realtime_idle_seconds
     drain = context.settings.drain_timeout_seconds
     ends_at = time.monotonic() + context.settings.max_realtime_seconds
-    ending: tuple[str, str] | None = None
+    ending: Ending | None = None
     stopping = False
     try:
         open_input = True
         while open_input:
+            # Speaking ends before the client's last text only when it fails.
             message = await next_message(
-                channel.websocket, ends_at, idle, lambda: stream.busy, context.stopping
+                session, ends_at, idle, lambda: stream.busy, failed=stream.ended
             )
             if message == "stopping":  # the text received is spoken, then the node closes
                 stream.end()
                 stopping = True
                 ends_at = min(ends_at, time.monotonic() + drain * FINISH_SHARE)
                 break
+            if message == "cut_off":
+                ending = Ending.cut_off(session)
+                break
             if message == "expired":
-                ending = "session_expired", "The session reached its time limit."
+                ending = Ending("session_expired", "The session reached its time limit.")
                 break
             if message == "idle":
-                ending = "input_timeout_exceeded", f"No text for {idle:g} s: the session ends."
+                ending = Ending(
+                    "input_timeout_exceeded", f"No text for {idle:g} s: the session ends."
+                )
                 break
-            if message["type"] == "websocket.disconnect":
+            if message == "failed" or message["type"] == "websocket.disconnect":
                 break
             try:
                 open_input = await stream.handle(message.get("text") or message.get("bytes") or b"")
             except RateLimited as error:  # a monthly cap: the text past it was not taken
-                ending = "rate_limited", error.message
+                ending = Ending("rate_limited", error.message)
                 break
             if stream.failure is not None:
                 break
-        if stopping or not open_input or stream.failure is not None:
+        if ending is None and (stopping or not open_input or stream.failure is not None):
             left = max(0.0, ends_at - time.monotonic())
-            spoken = await _spoken_or_gone(channel.websocket, stream.ended, left)
-            if stopping:
+            spoken = await _spoken_or_gone(session, stream.ended, left)
+            if session.cut_off.event.is_set():
+                ending = Ending.cut_off(session)
+            elif stopping:
                 await channel.close(1012, "service restart")  # the client reconnects elsewhere
             elif spoken:
                 await channel.close(1000 if stream.failure is None else 1011, "end of input")
     finally:
         await stream.close()
         if ending is not None:
-            code, text = ending
-            await channel.send({"error": code, "message": text})
-            await channel.close(1000, code)
-        charge = Charge(UsageEndpoint.TEXT_TO_SPEECH, stream.characters, prepared.voice.id)
-        await ledger.session_ended(charge, channel.bytes_sent)
+            await channel.send({"error": ending.code, "message": ending.message})
+            await channel.close(ending.close_code, ending.code)
+        charge = Charge(UsageEndpoint.TEXT_TO_SPEECH, stream.delivered, prepared.voice.id)
+        await ledger.session_ended(charge, channel.bytes_sent, session.cut_off.code)
 
 
-async def _spoken_or_gone(websocket: WebSocket, ended: asyncio.Event, seconds: float) -> bool:
+async def _spoken_or_gone(session: Session, ended: asyncio.Event, seconds: float) -> bool:
     """Wait, after the client's last text, until the last audio is out (True), the client
-    is gone or the session's time is up (False: speaking stops); what else it sends is
-    not read."""
+    is gone, its key cut off or the session's time is up (False: speaking stops); what else
+    it sends is not read."""
     spoken = asyncio.ensure_future(ended.wait())
+    cut_off = asyncio.ensure_future(session.cut_off.event.wait())
     message: asyncio.Future[Any] | None = None
     try:
         async with asyncio.timeout(seconds):
             while True:
-                message = asyncio.ensure_future(websocket.receive())
-                await asyncio.wait({spoken, message}, return_when=asyncio.FIRST_COMPLETED)
+                message = asyncio.ensure_future(session.channel.websocket.receive())
+                await asyncio.wait({spoken, cut_off, message}, return_when=asyncio.FIRST_COMPLETED)
+                if cut_off.done():
+                    return False
                 if spoken.done():
                     return True
                 if message.result()["type"] == "websocket.disconnect":
@@ -305,6 +334,15 @@ async def _spoken_or_gone(websocket: WebSocket, ended: asyncio.Event, seconds: f
     except TimeoutError:
         return False
     finally:
-        for waiting in (spoken, message):
+        for waiting in (spoken, cut_off, message):
             if waiting is not None:
                 waiting.cancel()
+
+
+def _is_unicode(text: str) -> bool:
+    """No lone surrogate (JSON's escapes can carry one; no engine can say it)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

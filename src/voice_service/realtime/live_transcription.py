@@ -23,7 +23,13 @@ from voice_service.ledger import Ledger
 from voice_service.providers.wire import AudioFile
 from voice_service.realtime.audio_in import RATE, Floats
 from voice_service.realtime.transcription import TranscriptionSession
-from voice_service.realtime.upgrade import FINISH_SHARE, Session, UnitGate, next_message
+from voice_service.realtime.upgrade import (
+    FINISH_SHARE,
+    Ending,
+    Session,
+    UnitGate,
+    next_message,
+)
 from voice_service.transcription.service import known_languages, parse_language
 from voice_service.usage.charge import Charge
 from voice_service.vocabulary import Capability, UsageEndpoint
@@ -60,55 +66,73 @@ async def run_transcription(session: Session, _prepared: None) -> None:
         take,
         lambda: _spare_capacity(context),
     )
-    ending: tuple[str, str] | None = None
+    ending: Ending | None = None
     idle = context.settings.realtime_idle_seconds
     try:
         await transcription.created()
         ends_at = time.monotonic() + context.settings.max_realtime_seconds
         while True:
-            message = await next_message(
-                channel.websocket, ends_at, idle, lambda: transcription.busy, context.stopping
-            )
+            message = await next_message(session, ends_at, idle, lambda: transcription.busy)
             if message == "stopping":
-                await _finish(transcription, context.settings.drain_timeout_seconds)
-                await channel.close(1012, "service restart")  # the client reconnects elsewhere
+                await _finish(session, transcription)
+                if session.cut_off.event.is_set():
+                    ending = Ending.cut_off(session)
+                else:
+                    await channel.close(1012, "service restart")  # the client reconnects
+                break
+            if message == "cut_off":
+                ending = Ending.cut_off(session)
                 break
             if message == "expired":
                 limit = context.settings.max_realtime_seconds
-                ending = "session_expired", f"The session reached its limit of {limit:g} s."
+                ending = Ending("session_expired", f"The session reached its limit of {limit:g} s.")
                 break
             if message == "idle":
-                ending = "session_idle", f"No event for {idle:g} s: the session ends."
+                ending = Ending("session_idle", f"No event for {idle:g} s: the session ends.")
                 break
             if message["type"] == "websocket.disconnect":
                 break
             try:
                 await transcription.handle(message.get("text") or message.get("bytes") or b"")
             except RateLimited as error:  # a monthly cap: the audio past it was not taken
-                ending = "rate_limited", error.message
+                ending = Ending("rate_limited", error.message)
                 break
     finally:
         await transcription.close()
         if ending is not None:
-            code, text = ending
             await channel.send(
                 {
                     "type": "error",
                     "event_id": f"event_{ledger.request_id}",
-                    "error": {"type": "invalid_request_error", "code": code, "message": text},
+                    "error": {
+                        "type": "invalid_request_error",
+                        "code": ending.code,
+                        "message": ending.message,
+                    },
                 }
             )
-            await channel.close(1000, code)
-        units = math.ceil(transcription.seconds_received)
-        await ledger.session_ended(Charge(UsageEndpoint.REALTIME, units), channel.bytes_sent)
+            await channel.close(ending.close_code, ending.code)
+        units = math.ceil(transcription.seconds_billed)
+        charge = Charge(UsageEndpoint.REALTIME, units)
+        await ledger.session_ended(charge, channel.bytes_sent, session.cut_off.code)
 
 
-async def _finish(transcription: TranscriptionSession, drain_seconds: float) -> None:
+async def _finish(session: Session, transcription: TranscriptionSession) -> None:
     """The node is stopping: the turns the session took are transcribed, within part of
-    the node's drain timeout (the rest is for closing and billing)."""
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(drain_seconds * FINISH_SHARE):
-            await transcription.finish()
+    the node's drain timeout (the rest is for closing and billing), unless its key is cut
+    off meanwhile."""
+    seconds = session.context.settings.drain_timeout_seconds * FINISH_SHARE
+    finishing = asyncio.ensure_future(transcription.finish())
+    cut_off = asyncio.ensure_future(session.cut_off.event.wait())
+    try:
+        await asyncio.wait(
+            {finishing, cut_off}, timeout=seconds, return_when=asyncio.FIRST_COMPLETED
+        )
+    finally:
+        for waiting in (finishing, cut_off):
+            waiting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await waiting
 
 
 def _spare_capacity(context: AppContext) -> bool:

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from voice_service.engines.protocols import TranscribeOptions
-from voice_service.errors import ApiError, InternalError
+from voice_service.errors import ApiError, InternalError, session_message
 from voice_service.ids import new_id
 from voice_service.realtime.audio_in import RATE, Floats, InputAudio, InputFormat
 from voice_service.realtime.vad import WINDOW, ServerVad, SpeechDetector
@@ -150,11 +150,18 @@ class TranscriptionSession:
         self._partial: asyncio.Task[None] | None = None
         self._transcribing = False  # a committed turn is being transcribed
         self._earlier_seconds = Fraction(0)  # audio received before the format last changed
+        self._failed_seconds = Fraction(0)  # audio of turns that were not transcribed
 
     @property
     def seconds_received(self) -> Fraction:
         """Exactly how much audio the client has sent, at its own rates."""
         return self._earlier_seconds + self._input.seconds_received
+
+    @property
+    def seconds_billed(self) -> Fraction:
+        """What the session bills: the audio received, less the turns that failed (the audio
+        between turns was listened to; a failed turn was not served)."""
+        return max(Fraction(0), self.seconds_received - self._failed_seconds)
 
     @property
     def busy(self) -> bool:
@@ -342,6 +349,7 @@ class TranscriptionSession:
         if self._committed.qsize() >= MAX_WAITING_TURNS:
             await self._failed(
                 turn,
+                audio,
                 "too_many_turns",
                 f"{MAX_WAITING_TURNS} turns are already waiting to be transcribed.",
             )
@@ -416,17 +424,18 @@ class TranscriptionSession:
             if not isinstance(exc, ApiError):  # a bug: the session goes on without it
                 logger.exception("a realtime turn of %s failed", self.id)
             error = exc if isinstance(exc, ApiError) else InternalError()
+            message = session_message(error)
             await self._event(
                 "error",
                 error={
                     "type": "server_error" if error.status >= 500 else "invalid_request_error",
                     "code": error.code.lower(),
-                    "message": f"Turn {turn.item_id} was not transcribed: {error.message}",
+                    "message": f"Turn {turn.item_id} was not transcribed: {message}",
                     "param": None,
                     "event_id": None,
                 },
             )
-            await self._failed(turn, error.code.lower(), error.message)
+            await self._failed(turn, audio, error.code.lower(), message)
             return
         text = text.strip()
         if _extends(text, turn.sent):
@@ -447,12 +456,16 @@ class TranscriptionSession:
             delta=delta,
         )
 
-    async def _failed(self, turn: _Turn, code: str, message: str) -> None:
+    async def _failed(self, turn: _Turn, audio: Floats, code: str, message: str) -> None:
+        """The turn is not transcribed, and its audio not billed."""
+        seconds = Fraction(audio.size, RATE)
+        self._failed_seconds += seconds
+        billing = f"Its {float(seconds):.3f} s of audio are not billed."
         await self._event(
             "conversation.item.input_audio_transcription.failed",
             item_id=turn.item_id,
             content_index=0,
-            error={"type": "transcription_error", "code": code, "message": message},
+            error={"type": "transcription_error", "code": code, "message": f"{message} {billing}"},
         )
 
     async def _event(self, kind: str, **fields: Any) -> None:

@@ -5,7 +5,9 @@ The upgrade is a request like any other until it is accepted: the key is checked
 403, 429 answered before upgrading, in the shape of the path's API: the middleware sees
 only HTTP, so the session opens its own ledger), the session counted against the key's
 limit of open sessions, and the request logged once, when the session ends, with status
-101. Whatever ends it, the session bills what it used (`Ledger.session_ended`).
+101. Whatever ends it, the session bills what it delivered (`Ledger.session_ended`). While
+it runs its key is looked at again whenever tenancy changes: revoked, suspended or no longer
+allowed the service, the session is cut off (`CutOff`) within a second of the change.
 """
 
 from __future__ import annotations
@@ -16,18 +18,25 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar, overload
 
 from fastapi import WebSocket
 from starlette.responses import Response
 from starlette.types import Message
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 
-from voice_service.auth.principal import Principal
+from voice_service.auth.principal import Principal, principal_for_key
 from voice_service.context import AppContext
 from voice_service.deps import authenticate_secret, check_scope
-from voice_service.errors import ApiError, ProviderError, RateLimited, envelope_bytes
+from voice_service.errors import (
+    AccountSuspended,
+    ApiError,
+    InvalidApiKey,
+    ProviderError,
+    RateLimited,
+    envelope_bytes,
+)
 from voice_service.ledger import Ledger, log_failure
 from voice_service.realtime.open_sessions import open_session
 from voice_service.usage.charge import Charge
@@ -40,6 +49,8 @@ T = TypeVar("T")
 # The share of its drain timeout a stopping node gives a session to finish what it took
 # (the rest is for closing it, logging and billing).
 FINISH_SHARE = 0.5
+# How often a session looks whether tenancy changed (then whether its key may go on).
+KEY_WATCH_SECONDS = 0.1
 
 
 class Channel:
@@ -66,12 +77,31 @@ class Channel:
                 await self.websocket.close(code, reason)
 
 
+class CutOff:
+    """Set once the session's key may no longer use it (revoked, its organization or account
+    suspended, the service or the key's scope taken away): `error` says which."""
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+        self.error: ApiError | None = None
+
+    def set(self, error: ApiError) -> None:
+        self.error = error
+        self.event.set()
+
+    @property
+    def code(self) -> str | None:
+        """The error code its log row carries, once cut off."""
+        return None if self.error is None else self.error.code
+
+
 @dataclass(frozen=True, slots=True)
 class Session:
     context: AppContext
     ledger: Ledger
     principal: Principal
     channel: Channel
+    cut_off: CutOff = field(default_factory=CutOff)
 
 
 async def serve_session(
@@ -101,7 +131,15 @@ async def serve_session(
             await ledger.hold(1)  # a capped key with nothing left is refused here
             await websocket.accept(headers=[(b"x-request-id", ledger.request_id.encode())])
             ledger.stream_starting()
-            await run(Session(context, ledger, principal, channel), prepared)
+            session = Session(context, ledger, principal, channel)
+            watching = asyncio.create_task(
+                _watch_key(context, principal, scope, service, session.cut_off),
+                name="session-key-watch",
+            )
+            try:
+                await run(session, prepared)
+            finally:
+                watching.cancel()
     except Exception as exc:
         if websocket.application_state is WebSocketState.CONNECTING:  # not accepted yet
             if not isinstance(exc, ApiError):
@@ -114,39 +152,121 @@ async def serve_session(
             await channel.close(1011, "internal error")
 
 
+@dataclass(frozen=True, slots=True)
+class Ending:
+    """Why the node ends a session: the error event's code and message, and the close code."""
+
+    code: str
+    message: str
+    close_code: int = 1000
+
+    @staticmethod
+    def cut_off(session: Session) -> Ending:
+        """The key may no longer use the session: 1008, the policy's violation."""
+        error = session.cut_off.error
+        assert error is not None
+        return Ending(error.code.lower(), error.message, 1008)
+
+
+# Why a session ends before the client's next message.
+Ends = Literal["expired", "idle", "stopping", "cut_off"]
+
+
+@overload
 async def next_message(
-    websocket: WebSocket,
+    session: Session, ends_at: float, idle: float, busy: Callable[[], bool]
+) -> Message | Ends: ...
+
+
+@overload
+async def next_message(
+    session: Session,
     ends_at: float,
     idle: float,
     busy: Callable[[], bool],
-    stopping: asyncio.Event,
-) -> Message | Literal["expired", "idle", "stopping"]:
-    """The client's next message; or why the session ends first: its time (`ends_at`, on
-    `time.monotonic()`) is up, the client sent nothing for `idle` seconds while the session
-    was not `busy` (waiting on the node is not idleness), or the node is `stopping`."""
+    failed: asyncio.Event,
+) -> Message | Ends | Literal["failed"]: ...
+
+
+async def next_message(
+    session: Session,
+    ends_at: float,
+    idle: float,
+    busy: Callable[[], bool],
+    failed: asyncio.Event | None = None,
+) -> Message | Ends | Literal["failed"]:
+    """The client's next message; or why the session ends first: its key may no longer use
+    it (`cut_off`), the node is `stopping`, the session's own work `failed`, its time
+    (`ends_at`, on `time.monotonic()`) is up, or the client sent nothing for `idle` seconds
+    while the session was not `busy` (waiting on the node is not idleness)."""
+    stopping, cut_off = session.context.stopping, session.cut_off.event
+    failed = failed or asyncio.Event()
     while True:
+        if cut_off.is_set():
+            return "cut_off"
         if stopping.is_set():
             return "stopping"
+        if failed.is_set():
+            return "failed"
         left = ends_at - time.monotonic()
-        receiving = asyncio.ensure_future(websocket.receive())
-        stopped = asyncio.ensure_future(stopping.wait())
+        receiving = asyncio.ensure_future(session.channel.websocket.receive())
+        ending = [asyncio.ensure_future(e.wait()) for e in (stopping, cut_off, failed)]
         try:
             done, _ = await asyncio.wait(
-                {receiving, stopped},
+                {receiving, *ending},
                 timeout=min(idle, max(0.0, left)),
                 return_when=asyncio.FIRST_COMPLETED,
             )
         finally:
-            stopped.cancel()
+            for waiting in ending:
+                waiting.cancel()
             receiving.cancel()  # a message not yet taken stays in the connection's queue
-        if receiving in done:
+        if receiving in done and not cut_off.is_set():
             return receiving.result()
-        if stopped in done:
-            return "stopping"
+        if cut_off.is_set() or stopping.is_set() or failed.is_set():
+            continue  # said at the top of the loop
         if time.monotonic() >= ends_at:
             return "expired"
         if not busy():
             return "idle"
+
+
+async def _watch_key(
+    context: AppContext, principal: Principal, scope: Scope, service: Service, cut_off: CutOff
+) -> None:
+    """Look at the key again whenever tenancy changes (the caches' counter, read five times
+    a second on every node), and cut the session off once the key may no longer open it:
+    within the same second a change takes to reach every node's requests."""
+    seen = context.tenancy.generation
+    while True:
+        await asyncio.sleep(KEY_WATCH_SECONDS)
+        generation = context.tenancy.generation
+        if generation == seen:
+            continue
+        try:
+            async with context.sessions() as db:
+                current = await principal_for_key(db, principal.key_id)
+        except Exception as exc:  # looked at again on the next round
+            logger.warning("could not look at the key of a session again: %r", exc)
+            continue
+        seen = generation
+        refusal = _refusal(current, scope, service)
+        if refusal is not None:
+            cut_off.set(refusal)
+            return
+
+
+def _refusal(principal: Principal | None, scope: Scope, service: Service) -> ApiError | None:
+    """Why `principal` may not use the session now, as its upgrade would be refused."""
+    if principal is None:
+        return InvalidApiKey("The API key was revoked: the session ends.")
+    if principal.suspended:
+        return AccountSuspended("The account or organization was suspended: the session ends.")
+    try:
+        check_scope(principal, scope, service)
+    except ApiError as error:
+        return error
+    return None
 
 
 class UnitGate:
