@@ -275,9 +275,17 @@ def test_cli_changes_take_effect_over_http(  # type: ignore[no-untyped-def]
         "error_code",
         "duration_ms",
         "created_at",
+        "units",
+        "billed_endpoint",
     }
     assert requests[0]["request_id"] == response.headers["x-request-id"]
     assert [r["status"] for r in requests] == [200, 403, 403]
+    # The success's units, as `usage` counts them; the refusals' none.
+    assert [(r["units"], r["billed_endpoint"]) for r in requests] == [
+        (3, "text-to-speech"),
+        (0, None),
+        (0, None),
+    ]
 
     admin("keys", "revoke", key["id"])
     assert status("GET", "/voices") == 401

@@ -201,7 +201,14 @@ async def test_a_flush_speaks_text_that_has_no_clause_end(node: Server) -> None:
 
 async def test_bad_messages_get_an_error_and_the_session_goes_on(node: Server) -> None:
     async with stream_input(node) as messages:
-        for bad in ["not json", json.dumps({"flush": True}), json.dumps([1, 2])]:
+        bad_messages = [
+            "not json",
+            json.dumps({"flush": True}),
+            json.dumps([1, 2]),
+            "[" * 100_000,  # deeper than any parser goes
+            '{"text": "\\ud800 lone. "}',  # a surrogate no engine can say
+        ]
+        for bad in bad_messages:
             await messages.ws.send(bad)
             assert (await messages.next())["error"] == "invalid_message"
         await messages.ws.send(text("Still here. "))
@@ -257,6 +264,22 @@ async def test_an_idle_session_ends_with_elevenlabs_timeout_error(node: Server) 
         rid = request_id(messages)
     assert eventually(lambda: logged_status(node, rid)) == 101
     assert billed(node, rid) == []
+
+
+async def test_messages_that_are_not_text_do_not_keep_a_session_from_going_idle(
+    node: Server,
+) -> None:
+    # The node's idle limit is 4 s; junk keeps coming all along, and ends nothing by itself.
+    async with stream_input(node) as messages:
+        seen: list[str] = []
+        async with asyncio.timeout(PATIENCE):
+            while "input_timeout_exceeded" not in seen:
+                await messages.ws.send(json.dumps({"flush": True}))
+                seen.append((await messages.next())["error"])
+                await asyncio.sleep(0.2)
+        assert set(seen) <= {"invalid_message", "input_timeout_exceeded"}
+        with pytest.raises(websockets.ConnectionClosedOK):
+            await messages.next()
 
 
 async def test_elevenlabs_clients_key_header_is_taken(node: Server) -> None:

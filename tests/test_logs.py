@@ -7,6 +7,9 @@ import json
 from pathlib import Path
 
 import httpx
+import pytest
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
 
 from tests.helpers.servers import running_server
 from tests.helpers.voices import JOE
@@ -39,3 +42,18 @@ def test_json_lines_carry_each_request_s_fields_and_no_secret(tmp_path: Path) ->
         None,
     )
     assert server.api_key not in text and "x" * 40 not in text
+
+
+def test_a_refused_websocket_upgrade_is_logged_as_its_request_not_as_an_error(
+    tmp_path: Path,
+) -> None:
+    with running_server(tmp_path, log_format="json") as server:
+        url = server.root.replace("http://", "ws://") + "/v1/realtime?intent=transcription"
+        with pytest.raises(InvalidStatus) as refused:
+            connect(url, additional_headers={"Authorization": "Bearer vs_" + "x" * 40})
+        assert refused.value.response.status_code == 401
+        request_id = refused.value.response.headers["x-request-id"]
+    lines = [json.loads(line) for line in server.log.read_text().splitlines() if line.strip()]
+    (logged,) = [line for line in lines if line.get("request_id") == request_id]
+    assert (logged["status"], logged["error_code"]) == (401, "INVALID_API_KEY")
+    assert [line for line in lines if line["level"] == "ERROR"] == []

@@ -367,6 +367,7 @@ async def test_bad_events_get_error_events_and_the_session_goes_on(node: Server)
     async with session(node) as events:
         for bad, code in [
             ("not json", "invalid_json"),
+            ("[" * 100_000, "invalid_json"),  # deeper than any parser goes
             (json.dumps({"type": "response.create"}), "unknown_event"),
             (json.dumps({"type": "input_audio_buffer.append", "audio": "%%%"}), "invalid_value"),
             (session_update(format={"type": "audio/flac"}), "invalid_value"),

@@ -38,6 +38,7 @@ from voice_service.metrics.registry import Metrics
 from voice_service.metrics.routes import router as metrics_router
 from voice_service.middleware import (
     HeadAsGetMiddleware,
+    RepeatedQueryMiddleware,
     RequestBodyMiddleware,
     RequestContextMiddleware,
 )
@@ -217,6 +218,7 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
         advertised_bytes=settings.max_upload_bytes,
         idle_timeout=settings.body_timeout_seconds,
     )
+    app.add_middleware(RepeatedQueryMiddleware)
     app.add_middleware(HeadAsGetMiddleware)
     app.add_middleware(RequestContextMiddleware, books=books)
     # Outermost: the console's headers reach whatever answers a console request, the

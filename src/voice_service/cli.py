@@ -803,13 +803,15 @@ def requests(
         await tenancy.require_org(session, org_id)
         return [
             {
-                "request_id": r.request_id,
-                "method": r.method,
-                "path": r.path,
-                "status": r.status,
-                "error_code": r.error_code,
-                "duration_ms": r.duration_ms,
-                "created_at": r.created_at,
+                "request_id": r.entry.request_id,
+                "method": r.entry.method,
+                "path": r.entry.path,
+                "status": r.entry.status,
+                "error_code": r.entry.error_code,
+                "duration_ms": r.entry.duration_ms,
+                "created_at": r.entry.created_at,
+                "units": r.units,
+                "billed_endpoint": r.endpoint,
             }
             for r in await recent_requests(session, org_id, limit)
         ]
@@ -817,7 +819,7 @@ def requests(
     rows = _run(load)
     lines = [
         f"{r['created_at']:%Y-%m-%d %H:%M:%S}  {r['request_id']}  {r['method']} {r['path']}  "
-        f"{r['status']} {r['error_code'] or ''} {r['duration_ms']}ms"
+        f"{r['status']} {r['error_code'] or ''} {r['duration_ms']}ms  {r['units']} units"
         for r in rows
     ]
     _emit(as_json, rows, "\n".join(lines) or "no requests")

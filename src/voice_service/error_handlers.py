@@ -34,16 +34,18 @@ def error_response(request: Request, error: ApiError) -> Response:
 
 
 def _allowed_methods(request: Request) -> str:
-    """Every method a route answers at the request's path. Starlette's 405 names only the
-    first route that matches the path, and one path may have several (GET and DELETE of
-    /voices/{id} are declared by two routers)."""
+    """Every method the OpenAPI document gives the request's path. Starlette's 405 names
+    only the first route that matches the path, and one path may have several (GET and
+    DELETE of /voices/{id} are declared by two routers); a literal path (/voices/clone) is
+    its own, though a template (/voices/{id}) matches it too."""
     scope = {**request.scope, "method": ""}  # no method matches: every route of the path
-    methods = {
-        method
+    matching = [
+        route
         for route in iter_route_contexts(request.app.routes)
         if route.methods and route.matches(scope)[0] is not Match.NONE
-        for method in route.methods
-    }
+    ]
+    literal = [route for route in matching if "{" not in (route.path or "")]
+    methods = {method for route in literal or matching for method in route.methods or ()}
     return ", ".join(sorted(methods))
 
 

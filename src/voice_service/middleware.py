@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from urllib.parse import parse_qsl
 
 from starlette.datastructures import MutableHeaders
 from starlette.requests import ClientDisconnect
@@ -204,6 +205,30 @@ class RequestBodyMiddleware:
     def _too_large(self) -> PayloadTooLarge:
         limit = megabytes(self.advertised_bytes)
         return PayloadTooLarge(f"The request body exceeds the {limit} limit.")
+
+
+class RepeatedQueryMiddleware:
+    """Refuses a query that names a parameter twice: every parameter of the API takes one
+    value, and a route reading only the last would let two different requests look alike
+    (an Idempotency-Key's fingerprint sees both)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            names = [name for name, _ in parse_qsl(scope["query_string"].decode("latin-1"))]
+            repeated = next((name for name in names if names.count(name) > 1), None)
+            if repeated is not None:
+                ledger = Ledger.of(scope)
+                error = InvalidRequest(
+                    f"The query names {repeated!r} more than once; give it one value.",
+                    param=repeated,
+                )
+                ledger.failed(error.code)
+                await send_json_error(send, error, ledger.request_id, scope["path"])
+                return
+        await self.app(scope, receive, send)
 
 
 def _content_length(scope: Scope) -> int | None:

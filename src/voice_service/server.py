@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httptools
+from uvicorn._types import ASGISendEvent
 from uvicorn.config import Config
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
@@ -333,6 +334,13 @@ class WebSocketProtocol(WebSocketsSansIOProtocol):
     closing an open session with 1012 itself: the session finishes what it took (a live
     turn's transcript, received text's speech) and closes with 1012 on its own, within the
     drain timeout, after which uvicorn cancels it."""
+
+    async def send(self, message: ASGISendEvent) -> None:
+        await super().send(message)
+        if message["type"] == "websocket.http.response.body" and not message.get("more_body"):
+            # A refused upgrade (401, 429…) is a whole answer, not a handshake the app
+            # failed to complete, which uvicorn would log as an error.
+            self.handshake_complete = True
 
     def shutdown(self) -> None:
         policy = self.app_state.get(STATE_KEY)

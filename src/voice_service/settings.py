@@ -164,8 +164,9 @@ class Settings(BaseSettings):
     realtime_idle_seconds: float = Field(
         60.0,
         gt=0,
-        description="A realtime session whose client sends no event for this long, while "
-        "none of its turns is being transcribed, is closed, with an error event saying so.",
+        description="A WebSocket session whose client sends no audio (live transcription) or "
+        "text (input streaming) for this long, while the node is not working for it, is "
+        "closed, with an error event saying so; other messages do not count.",
     )
     max_connections: int = Field(
         1000,

@@ -78,12 +78,13 @@ async def test_allow_lists_exactly_the_methods_of_the_path(
     assert response.headers["allow"] == allowed
 
 
-async def test_get_of_the_clone_path_is_405_not_a_voice_named_clone(
-    client: httpx.AsyncClient, tenant: Tenant
+@pytest.mark.parametrize("method", ["GET", "DELETE"])
+async def test_the_clone_path_is_no_voice_of_the_callers_for_get_and_delete(
+    client: httpx.AsyncClient, tenant: Tenant, method: str
 ) -> None:
-    response = await client.get("/voices/clone", headers=tenant.headers)
-    assert_error(response, 405, "INVALID_REQUEST")
-    assert response.headers["allow"] == "POST"
+    # As for any id that is no voice of the caller's: a status the OpenAPI document declares.
+    response = await client.request(method, "/voices/clone", headers=tenant.headers)
+    assert_error(response, 404, "NOT_FOUND")
 
 
 async def test_bad_json_is_400(client: httpx.AsyncClient, tenant: Tenant) -> None:
@@ -233,3 +234,23 @@ async def test_sqlite_runs_in_wal_mode_with_full_sync(tmp_path: Path) -> None:
     finally:
         await engine.dispose()
     assert (mode, sync) == ("wal", 2)  # 2 = FULL
+
+
+async def test_a_parameter_named_twice_in_the_query_is_refused_before_any_work(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    # The route would take the last value; an Idempotency-Key's fingerprint sees both.
+    response = await client.post(
+        "/text-to-speech?output_format=mp3_44100_64&output_format=pcm_16000",
+        headers=tenant.headers,
+        json={"voice_id": JOE, "text": "Hi."},
+    )
+    error = assert_error(response, 400, "INVALID_REQUEST")
+    assert "'output_format'" in error["message"]
+    openai = await client.post(
+        "http://testserver/v1/audio/speech?x=1&x=2",
+        headers=tenant.headers,
+        json={"model": "tts-1", "voice": "alloy", "input": "Hi."},
+    )
+    assert openai.status_code == 400
+    assert openai.json()["error"]["param"] == "x"  # OpenAI's shape on its surface

@@ -59,7 +59,8 @@ async def test_rejections_of_a_known_key_are_logged_against_its_org(
     limited = await client.get("/voices", headers=tenant.headers)
     invalid = await client.post("/text-to-speech", headers=tenant.headers, json={})
     rows = {
-        r.request_id: r for r in await tenants.run(lambda s: recent_requests(s, tenant.org_id, 10))
+        r.entry.request_id: r.entry
+        for r in await tenants.run(lambda s: recent_requests(s, tenant.org_id, 10))
     }
     assert rows[limited.headers["x-request-id"]].error_code == "RATE_LIMITED"
     # Rate limiting comes before validation: the over-limit request is refused as such.
@@ -84,7 +85,7 @@ async def test_orgs_see_only_their_own_log(
     await client.get("/voices", headers=tenant.headers)
     await client.get("/voices", headers=other.headers)
     mine = await tenants.run(lambda s: recent_requests(s, tenant.org_id, 10))
-    assert {r.org_id for r in mine} == {tenant.org_id}
+    assert {r.entry.org_id for r in mine} == {tenant.org_id}
 
 
 async def test_very_long_paths_are_still_logged(

@@ -9,6 +9,7 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from tests.helpers.app import Tenant, Tenants
+from tests.helpers.voices import JOE
 from voice_service.models import RequestLogEntry, UsageRecord, utcnow
 
 pytestmark = pytest.mark.anyio
@@ -182,8 +183,11 @@ async def test_status_filter_and_one_request(
         "created_at",
         "bytes_sent",  # null: not a stream
         "replayed",  # an idempotent retry's stored answer
+        "units",  # what it was billed: nothing, for a failure
+        "billed_endpoint",
     }
     assert one["bytes_sent"] is None and one["replayed"] is False
+    assert (one["units"], one["billed_endpoint"]) == (0, None)
 
 
 async def test_another_organizations_request_is_the_same_404_as_an_unknown_one(
@@ -219,3 +223,25 @@ async def test_bad_listing_parameters_are_400(
 async def test_usage_and_log_need_a_key(client: httpx.AsyncClient) -> None:
     for path in ("/usage", "/requests", "/requests/req_x"):
         assert (await client.get(path)).status_code == 401
+
+
+async def test_each_request_in_the_log_says_what_it_was_billed(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    text = "Billed per request."
+    spoken = await client.post(
+        "/text-to-speech", headers=tenant.headers, json={"voice_id": JOE, "text": text}
+    )
+    refused = await client.post(
+        "/text-to-speech", headers=tenant.headers, json={"voice_id": "voice_nope", "text": text}
+    )
+    assert (spoken.status_code, refused.status_code) == (200, 404)
+    listed = (await client.get("/requests", headers=tenant.headers)).json()["requests"]
+    by_id = {r["request_id"]: r for r in listed}
+    for response, billed in ((spoken, (len(text), "text-to-speech")), (refused, (0, None))):
+        request_id = response.headers["x-request-id"]
+        one = (await client.get(f"/requests/{request_id}", headers=tenant.headers)).json()
+        for row in (one, by_id[request_id]):
+            assert (row["units"], row["billed_endpoint"]) == billed
+    usage = (await client.get("/usage", headers=tenant.headers)).json()
+    assert usage["totals"] == {"text-to-speech": sum(r["units"] for r in listed)}

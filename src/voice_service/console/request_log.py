@@ -9,10 +9,10 @@ from fastapi import APIRouter, Request, Response
 from voice_service.console.auth import CurrentOrg, SignedInUser
 from voice_service.console.pages import render
 from voice_service.deps import Context
-from voice_service.models import RequestLogEntry
 from voice_service.requestlog.repository import (
     ENDPOINTS,
     STATUS_CLASSES,
+    BilledRequest,
     UnknownCursor,
     find_request,
     page_requests,
@@ -38,7 +38,7 @@ async def requests_page(
     status_class = status if status in STATUS_CLASSES else None
     endpoint_name = endpoint if endpoint in ENDPOINTS else None
     request_id = request_id.strip()
-    rows: Sequence[RequestLogEntry] = []
+    rows: Sequence[BilledRequest] = []
     next_id: str | None = None
     error: str | None = None
     async with context.sessions() as session:

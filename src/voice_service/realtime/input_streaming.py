@@ -144,6 +144,7 @@ class InputStream:
             return False
         await self._gate(self._received + len(text))
         self._received += len(text)
+        self._session.activity.touch()
         self._pending += text
         spoken, self._pending = next_clause(self._pending, everything=message.get("flush") is True)
         self._queue(spoken)

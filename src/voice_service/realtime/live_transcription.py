@@ -58,6 +58,7 @@ async def run_transcription(session: Session, _prepared: None) -> None:
 
     async def take(seconds: Fraction) -> None:
         await gate(math.ceil(seconds))
+        session.activity.touch()  # audio, taken: the session is not idle
 
     transcription = TranscriptionSession(
         channel.send,
@@ -88,7 +89,7 @@ async def run_transcription(session: Session, _prepared: None) -> None:
                 ending = Ending("session_expired", f"The session reached its limit of {limit:g} s.")
                 break
             if message == "idle":
-                ending = Ending("session_idle", f"No event for {idle:g} s: the session ends.")
+                ending = Ending("session_idle", f"No audio for {idle:g} s: the session ends.")
                 break
             if message["type"] == "websocket.disconnect":
                 break

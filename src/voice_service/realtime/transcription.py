@@ -490,7 +490,7 @@ def _extends(text: str, sent: str) -> bool:
 def _parse(message: str | bytes) -> dict[str, Any]:
     try:
         event = json.loads(message)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         raise ClientError("invalid_json", "The message is not a JSON object.") from None
     if not isinstance(event, dict):
         raise ClientError("invalid_json", "The message is not a JSON object.")

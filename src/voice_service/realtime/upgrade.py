@@ -95,6 +95,17 @@ class CutOff:
         return None if self.error is None else self.error.code
 
 
+@dataclass(slots=True)
+class Activity:
+    """When the client last sent what the session took (audio, text): other messages, bad
+    or not, do not keep a session from going idle."""
+
+    at: float = field(default_factory=time.monotonic)
+
+    def touch(self) -> None:
+        self.at = time.monotonic()
+
+
 @dataclass(frozen=True, slots=True)
 class Session:
     context: AppContext
@@ -102,6 +113,7 @@ class Session:
     principal: Principal
     channel: Channel
     cut_off: CutOff = field(default_factory=CutOff)
+    activity: Activity = field(default_factory=Activity)
 
 
 async def serve_session(
@@ -197,8 +209,9 @@ async def next_message(
 ) -> Message | Ends | Literal["failed"]:
     """The client's next message; or why the session ends first: its key may no longer use
     it (`cut_off`), the node is `stopping`, the session's own work `failed`, its time
-    (`ends_at`, on `time.monotonic()`) is up, or the client sent nothing for `idle` seconds
-    while the session was not `busy` (waiting on the node is not idleness)."""
+    (`ends_at`, on `time.monotonic()`) is up, or the client sent nothing the session took
+    (`Session.activity`) for `idle` seconds while the session was not `busy` (waiting on the
+    node is not idleness)."""
     stopping, cut_off = session.context.stopping, session.cut_off.event
     failed = failed or asyncio.Event()
     while True:
@@ -208,13 +221,13 @@ async def next_message(
             return "stopping"
         if failed.is_set():
             return "failed"
-        left = ends_at - time.monotonic()
+        quiet_until = session.activity.at + idle
         receiving = asyncio.ensure_future(session.channel.websocket.receive())
         ending = [asyncio.ensure_future(e.wait()) for e in (stopping, cut_off, failed)]
         try:
             done, _ = await asyncio.wait(
                 {receiving, *ending},
-                timeout=min(idle, max(0.0, left)),
+                timeout=max(0.0, min(quiet_until, ends_at) - time.monotonic()),
                 return_when=asyncio.FIRST_COMPLETED,
             )
         finally:
@@ -225,10 +238,13 @@ async def next_message(
             return receiving.result()
         if cut_off.is_set() or stopping.is_set() or failed.is_set():
             continue  # said at the top of the loop
-        if time.monotonic() >= ends_at:
+        now = time.monotonic()
+        if now >= ends_at:
             return "expired"
-        if not busy():
-            return "idle"
+        if now >= quiet_until:
+            if not busy():
+                return "idle"
+            session.activity.touch()  # the node is working for it: idleness starts after
 
 
 async def _watch_key(

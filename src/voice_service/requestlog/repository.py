@@ -7,11 +7,22 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import Connection, Dialect, Executable, Table, or_, select, tuple_, update
+from sqlalchemy import (
+    Connection,
+    Dialect,
+    Executable,
+    Row,
+    Select,
+    Table,
+    or_,
+    select,
+    tuple_,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from voice_service.db import insert_if_absent
-from voice_service.models import ApiKey, RequestLogEntry, utcnow
+from voice_service.models import ApiKey, RequestLogEntry, UsageRecord, utcnow
 
 # last_used_at is a hint for operators; refreshing it at most once a minute keeps it off
 # the hot path's write volume.
@@ -110,9 +121,32 @@ class UnknownCursor(LookupError):
 
 
 @dataclass(frozen=True, slots=True)
+class BilledRequest:
+    """A request's log row and what it was billed: 0 units and no endpoint when it was not
+    (a failure, a replay, a request that does no billable work)."""
+
+    entry: RequestLogEntry
+    units: int
+    endpoint: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class RequestPage:
-    requests: Sequence[RequestLogEntry]
+    requests: Sequence[BilledRequest]
     next: str | None  # the last row's id when older rows exist
+
+
+def _billed() -> Select[RequestLogEntry, int, str]:
+    """Log rows with their usage row's units and endpoint, None where there is none (one at
+    most: usage is keyed by request)."""
+    return select(RequestLogEntry, UsageRecord.units, UsageRecord.endpoint).outerjoin(
+        UsageRecord, UsageRecord.request_id == RequestLogEntry.request_id
+    )
+
+
+def _as_billed(row: Row[RequestLogEntry, int, str]) -> BilledRequest:
+    entry, units, endpoint = row
+    return BilledRequest(entry, units or 0, endpoint)
 
 
 async def page_requests(
@@ -126,11 +160,12 @@ async def page_requests(
 ) -> RequestPage:
     """Newest first in one total order (created_at, then request_id, both descending); a
     page continues strictly after the row `before` names."""
-    query = select(RequestLogEntry).where(RequestLogEntry.org_id == org_id)
+    query = _billed().where(RequestLogEntry.org_id == org_id)
     if before is not None:
-        cursor = await find_request(session, org_id, before)
-        if cursor is None:
+        found = await find_request(session, org_id, before)
+        if found is None:
             raise UnknownCursor(before)
+        cursor = found.entry
         query = query.where(
             tuple_(RequestLogEntry.created_at, RequestLogEntry.request_id)
             < tuple_(cursor.created_at, cursor.request_id)
@@ -140,29 +175,29 @@ async def page_requests(
         query = query.where(RequestLogEntry.status.between(hundreds, hundreds + 99))
     if endpoint is not None:
         query = query.where(RequestLogEntry.path.endswith("/" + endpoint, autoescape=True))
-    rows = (
-        await session.scalars(
-            query.order_by(
-                RequestLogEntry.created_at.desc(), RequestLogEntry.request_id.desc()
-            ).limit(limit + 1)
-        )
-    ).all()
-    more = len(rows) > limit
-    rows = rows[:limit]
-    return RequestPage(rows, rows[-1].request_id if more else None)
-
-
-async def find_request(
-    session: AsyncSession, org_id: str, request_id: str
-) -> RequestLogEntry | None:
-    return await session.scalar(
-        select(RequestLogEntry).where(
-            RequestLogEntry.request_id == request_id, RequestLogEntry.org_id == org_id
+    result = await session.execute(
+        query.order_by(RequestLogEntry.created_at.desc(), RequestLogEntry.request_id.desc()).limit(
+            limit + 1
         )
     )
+    rows = [_as_billed(row) for row in result]
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return RequestPage(rows, rows[-1].entry.request_id if more else None)
+
+
+async def find_request(session: AsyncSession, org_id: str, request_id: str) -> BilledRequest | None:
+    row = (
+        await session.execute(
+            _billed().where(
+                RequestLogEntry.request_id == request_id, RequestLogEntry.org_id == org_id
+            )
+        )
+    ).one_or_none()
+    return None if row is None else _as_billed(row)
 
 
 async def recent_requests(
     session: AsyncSession, org_id: str, limit: int
-) -> Sequence[RequestLogEntry]:
+) -> Sequence[BilledRequest]:
     return (await page_requests(session, org_id, limit=limit)).requests

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from voice_service.models import RequestLogEntry
+from voice_service.requestlog.repository import BilledRequest
 from voice_service.voices.schemas import Timestamp
 
 
@@ -24,9 +24,19 @@ class LoggedRequest(BaseModel):
         description="A retry with an Idempotency-Key answered with the first request's "
         "stored answer; never billed."
     )
+    units: int = Field(
+        description="The units billed for this request, as /usage counts them: 0 when it "
+        "was not billed (a failure, a replay), a WebSocket session's once it ended.",
+        examples=[42],
+    )
+    billed_endpoint: str | None = Field(
+        description="The usage endpoint its units were billed under; null when none were.",
+        examples=["text-to-speech"],
+    )
 
     @classmethod
-    def of(cls, row: RequestLogEntry) -> LoggedRequest:
+    def of(cls, billed: BilledRequest) -> LoggedRequest:
+        row = billed.entry
         return cls(
             request_id=row.request_id,
             method=row.method,
@@ -37,6 +47,8 @@ class LoggedRequest(BaseModel):
             created_at=row.created_at,
             bytes_sent=row.bytes_sent,
             replayed=row.replayed,
+            units=billed.units,
+            billed_endpoint=billed.endpoint,
         )
 
 

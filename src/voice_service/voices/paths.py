@@ -1,26 +1,11 @@
-"""The path of one voice, `/voices/{id}`, matched only by a voice id.
+"""The path of one voice, `/voices/{id}`, which the voices router (GET) and the cloning
+router (DELETE) both answer.
 
-Without it `/voices/{id}` would also match `/voices/clone`: GET /voices/clone would look
-for a voice named "clone", and a 405 there would advertise GET and DELETE beside the POST
-the path really has. Starlette keeps path convertors in one registry, filled before any
-route that names one is declared: importing this module registers it.
+`/voices/clone` matches it too: GET and DELETE there look for a voice named "clone" and
+answer 404 as for any id that is no voice of the caller's, so every status the path gives
+is one the OpenAPI document declares (a 405 would be undeclared).
 """
 
 from __future__ import annotations
 
-from starlette.convertors import Convertor, register_url_convertor
-
-
-class VoiceIdConvertor(Convertor[str]):
-    regex = "voice_[^/]+"  # ids.new_id("voice") and ids.catalogue_voice_id
-
-    def convert(self, value: str) -> str:
-        return value
-
-    def to_string(self, value: str) -> str:
-        return value
-
-
-register_url_convertor("voice_id", VoiceIdConvertor())
-
-VOICE_PATH = "/voices/{id:voice_id}"
+VOICE_PATH = "/voices/{id}"
