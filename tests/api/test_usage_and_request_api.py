@@ -245,3 +245,39 @@ async def test_each_request_in_the_log_says_what_it_was_billed(
             assert (row["units"], row["billed_endpoint"]) == billed
     usage = (await client.get("/usage", headers=tenant.headers)).json()
     assert usage["totals"] == {"text-to-speech": sum(r["units"] for r in listed)}
+
+
+async def test_usage_by_request_pages_every_billed_request_oldest_first(
+    client: httpx.AsyncClient, tenants: Tenants
+) -> None:
+    tenant = await tenants.create()
+    texts = ["One.", "Number two.", "And the third one."]
+    ids = []
+    for text in texts:
+        spoken = await client.post(
+            "/text-to-speech", headers=tenant.headers, json={"voice_id": JOE, "text": text}
+        )
+        assert spoken.status_code == 200
+        ids.append(spoken.headers["x-request-id"])
+    rows: list[dict[str, object]] = []
+    params = {"group_by": "request", "limit": "2"}
+    while True:
+        body = (await client.get("/usage", headers=tenant.headers, params=params)).json()
+        assert body["totals"] == {"text-to-speech": sum(map(len, texts))}  # the whole period
+        rows += body["usage"]
+        if body["next"] is None:
+            break
+        params = {**params, "after": body["next"]}
+    assert [(r["request_id"], r["units"], r["endpoint"]) for r in rows] == [
+        (request_id, len(text), "text-to-speech")
+        for request_id, text in zip(ids, texts, strict=True)
+    ]
+    assert {r["key_id"] for r in rows} == {tenant.key_id} and all(r["voice_id"] for r in rows)
+    paged_elsewhere = await client.get(
+        "/usage", headers=tenant.headers, params={"group_by": "key", "limit": "2"}
+    )
+    assert paged_elsewhere.status_code == 400
+    unknown = await client.get(
+        "/usage", headers=tenant.headers, params={"group_by": "request", "after": "req_nope"}
+    )
+    assert unknown.status_code == 400 and unknown.json()["error"]["code"] == "INVALID_REQUEST"

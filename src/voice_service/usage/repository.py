@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, Date, cast, func, select
+from sqlalchemy import ColumnElement, Date, cast, func, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import InstrumentedAttribute
 
@@ -122,6 +122,46 @@ async def usage_by_voice(
         GroupUsage(_day(value), str(id_), name, None, int(units), int(requests))
         for value, id_, name, units, requests in rows
     ]
+
+
+class UnknownRequest(LookupError):
+    """`after` names no billed request of the organization in the period."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestPage:
+    records: Sequence[UsageRecord]
+    next: str | None  # the last record's request id when more follow
+
+
+async def usage_by_request(
+    session: AsyncSession,
+    org_id: str,
+    start: date,
+    end: date,
+    *,
+    limit: int,
+    after: str | None = None,
+) -> RequestPage:
+    """One record per billed request, oldest first in one total order (created_at, then
+    request id), a page at a time: for export, and to check a bill request by request."""
+    within = _within(org_id, start, end)
+    query = select(UsageRecord).where(*within)
+    if after is not None:
+        cursor = await session.scalar(
+            select(UsageRecord).where(*within, UsageRecord.request_id == after)
+        )
+        if cursor is None:
+            raise UnknownRequest(after)
+        query = query.where(
+            tuple_(UsageRecord.created_at, UsageRecord.request_id)
+            > tuple_(cursor.created_at, cursor.request_id)
+        )
+    order = (UsageRecord.created_at, UsageRecord.request_id)
+    records = (await session.scalars(query.order_by(*order).limit(limit + 1))).all()
+    more = len(records) > limit
+    records = records[:limit]
+    return RequestPage(records, records[-1].request_id if more else None)
 
 
 def totals(rows: Sequence[DailyUsage]) -> dict[str, int]:

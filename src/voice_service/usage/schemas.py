@@ -6,6 +6,8 @@ from datetime import date
 
 from pydantic import BaseModel, Field
 
+from voice_service.voices.schemas import Timestamp
+
 
 class DailyUsageRow(BaseModel):
     date: date
@@ -39,8 +41,24 @@ class VoiceUsageRow(BaseModel):
     requests: int
 
 
+class RequestUsageRow(BaseModel):
+    date: date
+    request_id: str = Field(description="The request, as `/requests/{id}` shows it.")
+    created_at: Timestamp
+    endpoint: str = Field(examples=["text-to-speech"])
+    units: int
+    key_id: str
+    voice_id: str | None = Field(description="The voice that spoke or was cloned, if any.")
+
+
 class UsageReport(BaseModel):
-    usage: list[DailyUsageRow] | list[KeyUsageRow] | list[VoiceUsageRow]
+    usage: list[DailyUsageRow] | list[KeyUsageRow] | list[VoiceUsageRow] | list[RequestUsageRow]
     totals: dict[str, int] = Field(
-        description="Units over the period per endpoint, key id or voice id (`group_by`)."
+        description="Units over the period per endpoint, key id or voice id (`group_by`); "
+        "per endpoint, over the whole period, for `group_by=request`."
+    )
+    next: str | None = Field(
+        None,
+        description="`group_by=request` only: pass as `after` for the next page; null on "
+        "the last page (the other groupings come whole).",
     )
