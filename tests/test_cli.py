@@ -289,3 +289,12 @@ def test_cli_changes_take_effect_over_http(  # type: ignore[no-untyped-def]
 
     admin("keys", "revoke", key["id"])
     assert status("GET", "/voices") == 401
+
+
+@pytest.mark.parametrize(
+    "command", [[], ["serve"], ["keys", "create"], ["orgs", "suspend"], ["usage"], ["requests"]]
+)
+def test_help_names_each_flag_plainly(command: list[str]) -> None:
+    result = CliRunner().invoke(cli, [*command, "--help"])
+    assert result.exit_code == 0, result.output
+    assert "--help" in result.output and "<bool>" not in result.output

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import av
@@ -80,3 +81,33 @@ def test_the_readme_runs_top_to_bottom(tmp_path: Path) -> None:
         answered = {(row["method"], row["path"], row["status"]) for row in rows}
         assert ("POST", "/api/v1/voices/clone", 201) in answered
         assert any(m == "DELETE" and s == 200 for m, _, s in answered)
+
+
+def billing_controls_commands() -> list[str]:
+    section = README.read_text().split("\n## Billing controls", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```sh\n(.*?)```", section, re.DOTALL)
+
+
+def test_the_billing_controls_examples_print_what_they_say(tmp_path: Path) -> None:
+    idempotency, caps, *_ = billing_controls_commands()
+    with running_server(tmp_path) as server:
+        script = "\n".join(
+            [f"BASE={server.base_url}", idempotency, caps.replace("ORG_ID", server.org_id)]
+        )
+        path = f"{Path(sys.executable).parent}:{server.env['PATH']}"  # `voice-service`
+        done = subprocess.run(  # noqa: S603
+            ["/bin/bash", "-e", "-o", "pipefail", "-c", script],
+            cwd=tmp_path,
+            env={**server.env, "PATH": path, "VOICE_API_KEY": server.api_key},
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+    assert done.returncode == 0, done.stderr + done.stdout
+    # What the README's comments say each command prints.
+    lines = [line.strip() for line in done.stdout.splitlines()]
+    assert lines == [
+        "idempotent-replayed: true",
+        "the same bytes",
+        f"x-units-remaining: {100_000 - len('Hello.')}",
+    ]

@@ -100,6 +100,15 @@ def test_the_banner_comes_once_the_port_accepts_connections(started: Started) ->
         pass
 
 
+def test_the_banner_names_the_data_dir_and_database_it_serves(
+    started: Started, checkout: Path
+) -> None:
+    # A serve started in another folder starts an empty service: the banner says where.
+    data = (checkout / "data").resolve()
+    database = f"sqlite+aiosqlite:///{data / 'voice-service.db'}"
+    assert started.banner[1] == f"Data dir {data}, database {database}"
+
+
 def test_the_banner_prints_a_console_user_command_that_runs(
     started: Started, checkout: Path
 ) -> None:
@@ -130,7 +139,7 @@ def test_a_second_serve_on_the_data_dir_refuses_until_the_first_is_gone(
     try:
         assert BANNER.match(third.banner[0]) is not None
         # A data dir with its first organization: the banner says so, without a key.
-        assert "The first organization is org_" in third.banner[1]
+        assert "The first organization is org_" in third.banner[2]
     finally:
         third.process.kill()
         third.process.wait()

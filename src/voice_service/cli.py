@@ -45,17 +45,17 @@ from voice_service.vocabulary import Scope, Service
 
 T = TypeVar("T")
 
-app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False)
+# Click's plain help: Typer's rich boxes print `<bool>` beside every flag.
+PLAIN_HELP: Any = {"no_args_is_help": True, "rich_markup_mode": None}
+app = typer.Typer(help=__doc__, add_completion=False, **PLAIN_HELP)
 orgs_app = typer.Typer(
-    help="Organizations: create, list, show, suspend, switch services.", no_args_is_help=True
+    help="Organizations: create, list, show, suspend, switch services.", **PLAIN_HELP
 )
-accounts_app = typer.Typer(help="Accounts (customers owning organizations).", no_args_is_help=True)
-keys_app = typer.Typer(
-    help="API keys: create (secret shown once), revoke, list.", no_args_is_help=True
-)
+accounts_app = typer.Typer(help="Accounts (customers owning organizations).", **PLAIN_HELP)
+keys_app = typer.Typer(help="API keys: create (secret shown once), revoke, list.", **PLAIN_HELP)
 users_app = typer.Typer(
     help="Console users: people of an account who sign in at /console/ with email and password.",
-    no_args_is_help=True,
+    **PLAIN_HELP,
 )
 app.add_typer(orgs_app, name="orgs")
 app.add_typer(accounts_app, name="accounts")
@@ -260,10 +260,11 @@ def serve(
     url_host = f"[{host}]" if ":" in host else host
     base_url = f"http://{url_host}:{sock.getsockname()[1]}/api/v1"
     first = _run(lambda session: _bootstrap(session, settings), create=True)
+    data = _data_served(settings)
     _emit(
         as_json,
-        {"base_url": base_url, **first},
-        _welcome(base_url, first, _self_command(settings.data_dir)),
+        {"base_url": base_url, **data, **first},
+        _welcome(base_url, data, first, _self_command(settings.data_dir)),
     )
     sys.stdout.flush()
     # uvicorn drains on SIGTERM, then raises the signal again with the handler it found
@@ -331,17 +332,26 @@ def _from_cwd(path: Path) -> str:
     return str(relative) if relative.parent != Path() else f"./{relative}"
 
 
-def _welcome(base_url: str, first: dict[str, str], command: str) -> str:
+def _data_served(settings: Settings) -> dict[str, str]:
+    """Where this node keeps its data: a `serve` started in another folder says so, not
+    just a new key. A database URL's password is not printed."""
+    database = make_url(settings.resolved_database_url).render_as_string(hide_password=True)
+    return {"data_dir": str(settings.data_dir.resolve()), "database": database}
+
+
+def _welcome(base_url: str, data: dict[str, str], first: dict[str, str], command: str) -> str:
     # Here, not at the top: the registry imports every engine, which no admin command needs.
     from voice_service.engines.registry import CLONE_BASE_VOICE
 
     voice_id = catalogue_voice_id(CLONE_BASE_VOICE)  # the English voice every install has
     console = base_url.removesuffix("/api/v1") + "/console/"
+    serving = f"Data dir {data['data_dir']}, database {data['database']}"
     if "api_key" not in first:
         org_id = first.get("org_id", "ORG_ID")
         account_id = first.get("account_id", "ACCOUNT_ID")
         return (
             f"Voice Service on {base_url} (console: {console})\n"
+            f"{serving}\n"
             f"The first organization is {org_id} in account {account_id} "
             "(its key was shown when it was made).\n"
             f"Make a key with: {command} keys create {org_id}  "
@@ -349,6 +359,7 @@ def _welcome(base_url: str, first: dict[str, str], command: str) -> str:
             f"Make a console user with: {command} users create {account_id} EMAIL"
         )
     return f"""Voice Service on {base_url} (console: {console})
+{serving}
 Created organization {first["org_id"]} in account {first["account_id"]}
 and its first API key (shown only now):
 
