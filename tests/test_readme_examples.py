@@ -12,6 +12,7 @@ from pathlib import Path
 
 import av
 import httpx
+from bench.wer import word_errors
 
 from tests.helpers.servers import running_server
 
@@ -111,3 +112,47 @@ def test_the_billing_controls_examples_print_what_they_say(tmp_path: Path) -> No
         "the same bytes",
         f"x-units-remaining: {100_000 - len('Hello.')}",
     ]
+
+
+def python_example(first_line: str) -> str:
+    """The README's Python block that starts with `first_line` (its file name)."""
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.DOTALL)
+    (block,) = [b for b in blocks if b.startswith(first_line)]
+    return block
+
+
+def test_the_websocket_examples_run_as_written(tmp_path: Path) -> None:
+    with running_server(tmp_path) as server:
+        address = server.root.removeprefix("http://")
+        env = {**server.env, "VOICE_API_KEY": server.api_key}
+        for name in ("reply.py", "live.py"):
+            script = python_example(f"# {name}:").replace("127.0.0.1:8000", address)
+            (tmp_path / name).write_text(script)
+        turn_section = README.read_text().split("python3 live.py turn.pcm", 1)[0]
+        make_turn = turn_section.rsplit("```sh\n", 1)[1]  # its block, up to running live.py
+        steps = [
+            [sys.executable, "reply.py"],
+            [
+                "/bin/bash",
+                "-e",
+                "-o",
+                "pipefail",
+                "-c",
+                f"BASE={server.base_url}\n{make_turn}",
+            ],
+            [sys.executable, "live.py", "turn.pcm"],
+        ]
+        outputs = []
+        for step in steps:
+            done = subprocess.run(  # noqa: S603
+                step, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+            )
+            assert done.returncode == 0, done.stderr + done.stdout
+            outputs.append(done.stdout)
+    # reply.py: the whole reply spoken, as 16 kHz 16-bit PCM.
+    assert (tmp_path / "reply.pcm").stat().st_size / 32_000 > 1.5
+    # live.py: it ends by itself, its last line the turn as heard.
+    last = outputs[-1].strip().splitlines()[-1]
+    assert last.startswith("turn: ")
+    said = "Please read me my last order."
+    assert word_errors(said, last.removeprefix("turn: "))[0] <= 1, last
