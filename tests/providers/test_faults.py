@@ -839,22 +839,29 @@ async def test_an_upstream_refusal_reaches_the_tenant_in_our_words_and_the_log_r
         "in-url", urls.faulty_with_credentials, key=False
     )
     async with node_of(toml) as node:
-        upstream.will(quoting_credentials(status), quoting_credentials(status))
+        upstream.will(*[quoting_credentials(status)] * 3)
         basic = base64.b64encode(f"operator:{PASSWORD}".encode()).decode()
+        openai = await node.client.post(  # the OpenAI-compatible API, in its own shape
+            "http://testserver/v1/audio/speech",
+            headers=node.tenant.headers,
+            json={"model": "tts-1", "voice": catalogue_voice_id("keyed:alloy"), "input": TEXT},
+        )
+        answers = [("keyed", openai.json()["error"]["message"], openai.status_code)]
         for name in ("keyed", "in-url"):
             response = await node.speak(name)
-            assert response.status_code == (400 if status == 400 else 502)
-            message = response.json()["error"]["message"]
+            answers.append((name, response.json()["error"]["message"], response.status_code))
+        for name, message, answered in answers:
+            assert answered == (400 if status == 400 else 502)
             assert f"'{name}' refused the request ({status})" in message
             assert "Incorrect API key" not in message
             for secret in (node_b_tenant.secret, PASSWORD, basic):
                 assert secret not in message and secret not in caplog.text
         sent = [r.headers["authorization"] for r in upstream.requests]
-        assert sent == [f"Bearer {node_b_tenant.secret}", f"Basic {basic}"]
+        assert sent == [f"Bearer {node_b_tenant.secret}"] * 2 + [f"Basic {basic}"]
     refusals = [r.getMessage() for r in caplog.records if "refused a request" in r.getMessage()]
-    assert len(refusals) == 2
-    assert all("Incorrect API key provided: Bearer [redacted]" in r for r in refusals[:1])
-    assert "Incorrect API key provided: Basic [redacted]" in refusals[1]
+    assert len(refusals) == 3
+    assert all("Incorrect API key provided: Bearer [redacted]" in r for r in refusals[:2])
+    assert "Incorrect API key provided: Basic [redacted]" in refusals[2]
 
 
 @pytest.mark.anyio
