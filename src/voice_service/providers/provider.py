@@ -229,14 +229,8 @@ class Provider:
                         async with self._open(replica, call) as response:
                             await self._check_status(response)
                             result = await parse(response)
-                except TimeoutError:
-                    failure = _ReplicaFailed("did not answer in time", timed_out=True)
-                except httpx.HTTPError as exc:
-                    failure = _ReplicaFailed(_transport_failure(exc))
-                except Garbage as exc:
-                    failure = _ReplicaFailed(f"answered garbage: {exc}")
-                except _ReplicaFailed as exc:
-                    failure = exc
+                except _REPLICA_FAILURES as exc:
+                    failure = _replica_failure(exc, "did not answer in time")
                 except (ProviderRefused, ProviderRefusedInput):
                     self.replicas.succeeded(replica)
                     self._count("rejected", started)
@@ -295,14 +289,8 @@ class Provider:
                                 yield chunk
                     if not sent and not held:
                         raise Garbage("answered no audio at all")
-                except (TimeoutError, httpx.TimeoutException):
-                    failure = _ReplicaFailed("stopped sending in time", timed_out=True)
-                except httpx.HTTPError as exc:
-                    failure = _ReplicaFailed(_transport_failure(exc))
-                except Garbage as exc:
-                    failure = _ReplicaFailed(f"answered garbage: {exc}")
-                except _ReplicaFailed as exc:
-                    failure = exc
+                except _REPLICA_FAILURES as exc:
+                    failure = _replica_failure(exc, "stopped sending in time")
                 except (ProviderRefused, ProviderRefusedInput):
                     self.replicas.succeeded(replica)
                     self._count("rejected", started)
@@ -403,11 +391,25 @@ async def _read_bounded(response: httpx.Response, limit: int = MAX_JSON_BYTES) -
     return httpx.Response(response.status_code, headers=media_type, content=bytes(body))
 
 
+# What a replica failing a call raises (a refusal is the provider's answer, not a failure).
+_REPLICA_FAILURES = (TimeoutError, httpx.HTTPError, Garbage, _ReplicaFailed)
+
+
+def _replica_failure(exc: Exception, late: str) -> _ReplicaFailed:
+    """How the replica failed, in words safe to show (`late`: what a timeout means here)."""
+    if isinstance(exc, (TimeoutError, httpx.TimeoutException)):
+        return _ReplicaFailed(late, timed_out=True)
+    if isinstance(exc, httpx.HTTPError):
+        return _ReplicaFailed(_transport_failure(exc))
+    if isinstance(exc, Garbage):
+        return _ReplicaFailed(f"answered garbage: {exc}")
+    assert isinstance(exc, _ReplicaFailed)
+    return exc
+
+
 def _transport_failure(exc: httpx.HTTPError) -> str:
     if isinstance(exc, httpx.ConnectError):
         return "refused the connection"
-    if isinstance(exc, httpx.TimeoutException):
-        return "did not answer in time"
     if isinstance(exc, httpx.RemoteProtocolError):
         return "closed the connection mid-answer"
     if isinstance(exc, httpx.ReadError):
