@@ -29,7 +29,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
@@ -50,15 +50,27 @@ from voice_service.usage.caps import Held, drop_hold, hold_units
 from voice_service.usage.charge import Charge
 from voice_service.usage.repository import record_usage
 
-if TYPE_CHECKING:
-    from voice_service.idempotency.keys import HeldKey
-
 logger = logging.getLogger(__name__)
 
 MAX_LOGGED_PATH = 2048  # the column's width: a longer path must not cost the row
 # What an unreachable or silent database or Redis raises (sockets, timeouts, the pool).
 OUTAGES = (OSError, TimeoutError, OperationalError, InterfaceError, PoolTimeout)
 _SCOPE_KEY = "ledger"
+
+
+class KeyHold(Protocol):
+    """What the ledger needs of the Idempotency-Key a request runs (idempotency/keys.py
+    holds one): whether an earlier run was billed, marking it billed in the success's
+    transaction, and keeping or releasing the answer once sent."""
+
+    billed_before: bool
+    max_bytes: int  # the largest answer kept
+
+    async def billed(self, session: AsyncSession) -> None: ...
+
+    async def finish(
+        self, status: int, error_code: str | None, sent: SentAnswer | None
+    ) -> None: ...
 
 
 @dataclass(slots=True)
@@ -144,7 +156,7 @@ class Ledger:
         self.quota: Quota | None = None  # the rate limit's state, for the response headers
         self._error_code: str | None = None
         self._held: Held | None = None  # units held against a monthly cap
-        self._key: HeldKey | None = None  # the Idempotency-Key this request runs
+        self._key: KeyHold | None = None  # the Idempotency-Key this request runs
         self._replayed = False  # answered with a key's stored answer
         self._status: int | None = None  # of its row
         self._settled = False  # its row is written (or being written)
@@ -201,7 +213,7 @@ class Ledger:
 
     # --- idempotency ---------------------------------------------------------------------
 
-    def hold_key(self, key: HeldKey) -> None:
+    def hold_key(self, key: KeyHold) -> None:
         """This request runs `key`'s request: its billing marks the key billed, and
         `finish_key` keeps its answer."""
         self._key = key
