@@ -1,6 +1,7 @@
-"""The README's "Calling it" commands, run top to bottom with curl against `voice-service
-serve`, as a new user pastes them: every one answers 2xx and leaves the files the later ones
-(and the OpenAI section's translation) use."""
+"""The README's commands and the examples of the guides it points to (docs/), run as a new
+user pastes them against `voice-service serve`, their output checked: "Calling it" top to
+bottom (every one answers 2xx and leaves the files the later ones, and the API guide's
+translation, use), the billing controls, the WebSocket clients."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from bench.wer import word_errors
 from tests.helpers.servers import running_server
 
 README = Path(__file__).parents[1] / "README.md"
+API_GUIDE = README.parent / "docs" / "api.md"
+BILLING = README.parent / "docs" / "billing.md"
 
 
 def calling_it_commands() -> str:
@@ -85,8 +88,7 @@ def test_the_readme_runs_top_to_bottom(tmp_path: Path) -> None:
 
 
 def billing_controls_commands() -> list[str]:
-    section = README.read_text().split("\n## Billing controls", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```sh\n(.*?)```", section, re.DOTALL)
+    return re.findall(r"```sh\n(.*?)```", BILLING.read_text(), re.DOTALL)
 
 
 def test_the_billing_controls_examples_print_what_they_say(tmp_path: Path) -> None:
@@ -116,7 +118,7 @@ def test_the_billing_controls_examples_print_what_they_say(tmp_path: Path) -> No
 
 def python_example(first_line: str) -> str:
     """The README's Python block that starts with `first_line` (its file name)."""
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.DOTALL)
+    blocks = re.findall(r"```python\n(.*?)```", API_GUIDE.read_text(), re.DOTALL)
     (block,) = [b for b in blocks if b.startswith(first_line)]
     return block
 
@@ -128,7 +130,7 @@ def test_the_websocket_examples_run_as_written(tmp_path: Path) -> None:
         for name in ("reply.py", "live.py"):
             script = python_example(f"# {name}:").replace("127.0.0.1:8000", address)
             (tmp_path / name).write_text(script)
-        turn_section = README.read_text().split("python3 live.py turn.pcm", 1)[0]
+        turn_section = API_GUIDE.read_text().split("python3 live.py turn.pcm", 1)[0]
         make_turn = turn_section.rsplit("```sh\n", 1)[1]  # its block, up to running live.py
         steps = [
             [sys.executable, "reply.py"],

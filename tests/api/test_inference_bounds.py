@@ -181,7 +181,7 @@ async def test_transcription_past_its_deadline_is_502_and_not_billed(
         assert "stopped after" in caplog.text  # the worker gave the job up, server-side
         assert app.state.context.pool.in_use == 0
     assert await usage_units(tenants, tenant.org_id) == []
-    rows = await tenants.run(lambda s: recent_requests(s, tenant.org_id, 5))
+    rows = [r.entry for r in await tenants.run(lambda s: recent_requests(s, tenant.org_id, 5))]
     assert [(r.status, r.error_code) for r in rows] == [(502, "PROVIDER_ERROR")]
 
 

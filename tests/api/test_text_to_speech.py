@@ -153,7 +153,7 @@ async def test_engine_failure_is_502_logged_and_not_billed(
         assert await usage_units(tenants, tenant.org_id) == []
         # The node keeps serving the voices that work.
         assert (await speak(client, tenant, "Hello.")).status_code == 200
-    rows = await tenants.run(lambda s: recent_requests(s, tenant.org_id, 10))
+    rows = [r.entry for r in await tenants.run(lambda s: recent_requests(s, tenant.org_id, 10))]
     failed = next(r for r in rows if r.request_id == error["request_id"])
     assert (failed.status, failed.error_code) == (502, "PROVIDER_ERROR")
 

@@ -318,7 +318,8 @@ async def test_requests_are_logged_with_their_outcome(
     ok = await transcribe(client, tenant, clip(tmp_path, "wav-s16"), language="en", endpoint="/asr")
     bad = await transcribe(client, tenant, b"junk" * 100, endpoint="/asr")
     rows = {
-        r.request_id: r for r in await tenants.run(lambda s: recent_requests(s, tenant.org_id, 5))
+        r.entry.request_id: r.entry
+        for r in await tenants.run(lambda s: recent_requests(s, tenant.org_id, 5))
     }
     assert (rows[ok.headers["x-request-id"]].status, rows[ok.headers["x-request-id"]].path) == (
         200,

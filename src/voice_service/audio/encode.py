@@ -30,10 +30,9 @@ _MIN_SAMPLES = 1152
 # speeds chain several.
 _MIN_TEMPO_STEP = 0.5
 
-# LAME at quality 7 instead of its default 3 encodes twice as fast (15 s of speech at 64 kbps:
-# 65 against 131 ms of a core), which is what a whole answer waits for after its last chunk.
-# Held-out sentences, Piper (en) and Kokoro (es), decoded back: DNSMOS 3.294 against 3.295 and
-# 3.181 against 3.181, round-trip WER alike (README, "MP3 encoder speed").
+# LAME at quality 7 instead of its default 3: a whole answer waits for the encoder after its
+# last chunk, and listeners hear no difference (measured in docs/performance.md, "MP3
+# encoder speed").
 _CODEC_OPTIONS: dict[str, dict[str, str]] = {"libmp3lame": {"compression_level": "7"}}
 
 

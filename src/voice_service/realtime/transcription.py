@@ -371,7 +371,7 @@ class TranscriptionSession:
         # Decoded on from what the deltas said, so that no later delta contradicts them. A
         # partial encodes a window just longer than the turn so far, about four times
         # cheaper than Whisper's 30 s for a short turn, and decodes once, without timestamp
-        # tokens, three to five times cheaper again (README, figure 16).
+        # tokens, three to five times cheaper again (docs/performance.md, figure 16).
         window = min(WHISPER_WINDOW, math.ceil(audio.size / RATE) + 1)
         options = replace(
             self._options(),
@@ -417,7 +417,7 @@ class TranscriptionSession:
         # A partial still running is not waited for: its text, once the turn is committed,
         # is dropped (the final says it all). The final is what a batch transcription of
         # the turn says, not decoded on from the deltas: partials, in short windows, mishear
-        # more (README, figure 16).
+        # more (docs/performance.md, figure 16).
         try:
             text = await self._transcribe(audio, self._options())
         except Exception as exc:
