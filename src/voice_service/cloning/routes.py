@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Path, Request
 
 from voice_service.audio.formats import NATIVE_AUDIO
 from voice_service.auth.principal import Principal
@@ -24,7 +24,7 @@ router = APIRouter(tags=["voices"])
 
 _CLONE_BODY = multipart_request_body(
     {
-        "name": {"type": "string", "maxLength": MAX_NAME_LENGTH},
+        "name": {"type": "string", "maxLength": MAX_NAME_LENGTH, "examples": ["My voice"]},
         "consent": {
             "type": "string",
             "enum": ["true"],
@@ -36,7 +36,11 @@ _CLONE_BODY = multipart_request_body(
             "description": f"A clear sample of one speaker: {NATIVE_AUDIO.text}; "
             "at most the upload limit (413).",
         },
-        "description": {"type": "string", "maxLength": MAX_DESCRIPTION_LENGTH},
+        "description": {
+            "type": "string",
+            "maxLength": MAX_DESCRIPTION_LENGTH,
+            "examples": ["Read slowly in a quiet room."],
+        },
     },
     required=["name", "consent", "file"],
 )
@@ -72,7 +76,15 @@ async def create_clone(
     responses=error_responses(404),
 )
 async def delete_clone(
-    id: str,
+    id: Annotated[
+        str,
+        Path(
+            description="A clone's id, as POST /voices/clone answers it.",
+            openapi_examples={
+                "clone": {"summary": "A clone's id", "value": "voice_3f9c2b7d1e0a4c5b6a7d8e9f"}
+            },
+        ),
+    ],
     context: Context,
     principal: Annotated[Principal, Depends(require(Scope.VOICES_WRITE))],
 ) -> DeletedVoice:

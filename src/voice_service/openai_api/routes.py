@@ -10,7 +10,7 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Depends, Path, Request, Response
 
 from voice_service.audio.encode import FORMATS
 from voice_service.audio.formats import OPENAI_AUDIO
@@ -36,7 +36,12 @@ from voice_service.openai_api.schemas import (
     TranscriptFormat,
 )
 from voice_service.openai_api.voices import voice_id_for
-from voice_service.schemas import parse_json
+from voice_service.schemas import (
+    json_request_body,
+    multipart_request_body,
+    openai_error_responses,
+    parse_json,
+)
 from voice_service.speech.service import stream_speech
 from voice_service.streaming import MeteredStream
 from voice_service.transcription.service import (
@@ -52,9 +57,81 @@ from voice_service.transcription.service import (
 from voice_service.uploads import AudioPolicy, Upload, receive_audio_upload
 from voice_service.vocabulary import Scope, Service, UsageEndpoint
 
-router = APIRouter(prefix="/v1", include_in_schema=False)
+router = APIRouter(prefix="/v1", tags=["OpenAI-compatible"])
 SSE = "text/event-stream"
 Task = Literal["transcribe", "translate"]
+
+_BINARY = {"schema": {"type": "string", "format": "binary"}}
+_SPEECH = {
+    200: {
+        "description": "The audio in `response_format`, streamed as it is spoken; with "
+        "`stream_format` sse, `speech.audio.delta` events and then `speech.audio.done`.",
+        "content": {
+            **{fmt.media_type: _BINARY for fmt in FORMATS.values()},
+            SSE: {"schema": {"type": "string"}},
+        },
+    },
+    **openai_error_responses(400, 404, 502),
+}
+
+
+def _transcription_body(task: Task) -> dict[str, Any]:
+    # Translations have no word timestamps.
+    timestamps = ["segment"] if task == "translate" else ["word", "segment"]
+    properties: dict[str, dict[str, Any]] = {
+        "file": {
+            "type": "string",
+            "format": "binary",
+            "description": f"Audio: {OPENAI_AUDIO.text}; checked by content.",
+        },
+        "model": {
+            "type": "string",
+            "description": f"Any name; {', '.join(STT_MODELS)} are listed.",
+            "examples": ["whisper-1"],
+        },
+        "language": {
+            "type": "string",
+            "description": "ISO 639-1 code of the speech; omit it to detect the language.",
+            "examples": ["en"],
+        },
+        "prompt": {"type": "string", "description": "Text that the speech continues."},
+        "response_format": {
+            "type": "string",
+            "enum": [fmt.value for fmt in TranscriptFormat],
+            "default": TranscriptFormat.JSON.value,
+        },
+        "temperature": {"type": "number", "minimum": 0, "maximum": 1, "default": 0},
+        "timestamp_granularities[]": {
+            "type": "array",
+            "items": {"type": "string", "enum": timestamps},
+            "description": "With verbose_json: which timestamps it gives.",
+        },
+        "stream": {
+            "type": "boolean",
+            "default": False,
+            "description": "json or text only: `transcript.text.delta` events, then "
+            "`transcript.text.done`.",
+        },
+    }
+    return multipart_request_body(properties, required=["file"])
+
+
+_TRANSCRIPT = {
+    200: {
+        "description": "The transcript in `response_format` (json, verbose_json, text, srt "
+        "or vtt), or its events (`stream`).",
+        "content": {
+            "application/json": {
+                "schema": {"type": "object", "properties": {"text": {"type": "string"}}}
+            },
+            **{
+                media_type: {"schema": {"type": "string"}}
+                for media_type in ("text/plain", "application/x-subrip", "text/vtt", SSE)
+            },
+        },
+    },
+    **openai_error_responses(400, 502),
+}
 
 
 def _invalid_file_format(reason: str) -> ApiError:
@@ -70,7 +147,13 @@ def _invalid_file_format(reason: str) -> ApiError:
 OPENAI_POLICY = AudioPolicy(OPENAI_AUDIO, _invalid_file_format)
 
 
-@router.post("/audio/speech")
+@router.post(
+    "/audio/speech",
+    summary="Generate speech from text (OpenAI's audio.speech)",
+    response_class=Response,
+    responses=_SPEECH,
+    openapi_extra=json_request_body(SpeechBody),
+)
 async def speech(
     request: Request,
     context: Context,
@@ -103,7 +186,13 @@ async def _speech_events(
     yield _event({"type": "speech.audio.done", "usage": usage})
 
 
-@router.post("/audio/transcriptions")
+@router.post(
+    "/audio/transcriptions",
+    summary="Transcribe an audio file (OpenAI's audio.transcriptions)",
+    response_class=Response,
+    responses=_TRANSCRIPT,
+    openapi_extra=_transcription_body("transcribe"),
+)
 async def transcriptions(
     request: Request,
     context: Context,
@@ -114,7 +203,13 @@ async def transcriptions(
     return await _transcribe(request, context, ledger, "transcribe", UsageEndpoint.SPEECH_TO_TEXT)
 
 
-@router.post("/audio/translations")
+@router.post(
+    "/audio/translations",
+    summary="Translate speech into English text (OpenAI's audio.translations)",
+    response_class=Response,
+    responses=_TRANSCRIPT,
+    openapi_extra=_transcription_body("translate"),
+)
 async def translations(
     request: Request,
     context: Context,
@@ -257,13 +352,24 @@ def _temperature(value: str | None) -> float:
     return temperature
 
 
-@router.get("/models")
+@router.get(
+    "/models",
+    summary="List the model names (OpenAI's models.list)",
+    responses=openai_error_responses(),
+)
 async def models(_principal: Authenticated) -> ModelList:
     return ModelList(data=[Model(id=name) for name in (*TTS_MODELS, *STT_MODELS)])
 
 
-@router.get("/models/{model_id}")
-async def model(model_id: str, _principal: Authenticated) -> Model:
+@router.get(
+    "/models/{model_id}",
+    summary="One model name (OpenAI's models.retrieve)",
+    responses=openai_error_responses(404),
+)
+async def model(
+    model_id: Annotated[str, Path(openapi_examples={"whisper-1": {"value": "whisper-1"}})],
+    _principal: Authenticated,
+) -> Model:
     if model_id not in (*TTS_MODELS, *STT_MODELS):
         raise NotFound(f"No model {model_id!r}; GET /v1/models lists them.", param="model")
     return Model(id=model_id)

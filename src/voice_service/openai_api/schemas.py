@@ -8,18 +8,32 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from voice_service.audio.encode import OutputFormat
-from voice_service.speech.schemas import SpeechText
+from voice_service.speech.schemas import EXAMPLE_TEXT, SpeechText
+from voice_service.voices.schemas import EXAMPLE_VOICE_ID
 
 TTS_MODELS = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
 STT_MODELS = ("whisper-1", "gpt-4o-transcribe", "gpt-4o-mini-transcribe")
 
 
 class VoiceRef(BaseModel):
-    id: str = Field(min_length=1, max_length=100)
+    id: str = Field(min_length=1, max_length=100, examples=[EXAMPLE_VOICE_ID])
 
 
 class SpeechBody(BaseModel):
-    model_config = ConfigDict(extra="ignore")  # later OpenAI fields must not break clients
+    model_config = ConfigDict(
+        extra="ignore",  # later OpenAI fields must not break clients
+        json_schema_extra={
+            "examples": [
+                {"model": "tts-1", "input": EXAMPLE_TEXT, "voice": "alloy"},
+                {
+                    "model": "tts-1",
+                    "input": EXAMPLE_TEXT,
+                    "voice": EXAMPLE_VOICE_ID,
+                    "response_format": "wav",
+                },
+            ]
+        },
+    )
 
     model: str = Field(
         "tts-1",
@@ -27,10 +41,11 @@ class SpeechBody(BaseModel):
         max_length=100,
         description=f"Any name; {', '.join(TTS_MODELS)} are listed. The voice chooses the engine.",
     )
-    input: SpeechText
+    input: SpeechText = Field(examples=[EXAMPLE_TEXT])
     voice: str | VoiceRef = Field(
         description="One of OpenAI's voice names, a voice id from GET /api/v1/voices, "
-        'or {"id": "voice_..."}.'
+        'or {"id": "voice_..."}.',
+        examples=["alloy", EXAMPLE_VOICE_ID],
     )
     response_format: OutputFormat = OutputFormat.MP3
     speed: float = Field(1.0, ge=0.25, le=4.0)
@@ -55,7 +70,7 @@ class TranscriptFormat(StrEnum):
 
 
 class Model(BaseModel):
-    id: str
+    id: str = Field(examples=["whisper-1"])
     object: Literal["model"] = "model"
     created: int = 0
     owned_by: str = "voice-service"

@@ -26,13 +26,20 @@ _AUDIO = {"audio/mpeg": {"schema": {"type": "string", "format": "binary"}}}
 
 # ElevenLabs' names of the answer's format (a query parameter, as ElevenLabs takes it).
 OutputFormatName = Annotated[
-    str | None, Query(alias=output_formats.PARAMETER, description=output_formats.DESCRIPTION)
+    str | None,
+    Query(
+        alias=output_formats.PARAMETER,
+        description=output_formats.DESCRIPTION,
+        openapi_examples={
+            "mp3": {"summary": "MP3, 44.1 kHz, 128 kbit/s", "value": "mp3_44100_128"}
+        },
+    ),
 ]
 
 
 @router.post(
     "/text-to-speech",
-    summary="Generate speech from text (MP3 unless `output_format` names another format)",
+    summary="Generate speech from text (MP3 unless output_format names another format)",
     response_class=Response,
     responses={
         200: {"description": "The audio, in `output_format`.", "content": _AUDIO},

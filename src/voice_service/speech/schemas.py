@@ -2,9 +2,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from voice_service.voices.schemas import EXAMPLE_VOICE_ID
 
 MAX_TEXT_LENGTH = 5000
+# Short, and heard right when transcribed back (docs/api.md, Voices).
+EXAMPLE_TEXT = "Welcome to Voice Service."
 
 
 def _not_blank(text: str) -> str:
@@ -20,8 +24,17 @@ SpeechText = Annotated[
 
 
 class SpeechRequest(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"text": EXAMPLE_TEXT, "voice_id": EXAMPLE_VOICE_ID}]}
+    )
+
     text: SpeechText = Field(
         description="1 to 5000 characters; billed one unit per character.",
-        examples=["Welcome to Voice Service."],
+        examples=[EXAMPLE_TEXT],
     )
-    voice_id: str = Field(min_length=1, max_length=100, description="An id from GET /voices.")
+    voice_id: str = Field(
+        min_length=1,
+        max_length=100,
+        description="An id from GET /voices.",
+        examples=[EXAMPLE_VOICE_ID],
+    )

@@ -32,6 +32,7 @@ _BODY = multipart_request_body(
         "language": {
             "type": "string",
             "description": "ISO 639-1 hint (e.g. en). Omit it to detect the language.",
+            "examples": ["en"],
         },
     },
     required=["file"],

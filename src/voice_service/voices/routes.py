@@ -1,12 +1,14 @@
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Response
 
 from voice_service.deps import Context, VoicesReader
 from voice_service.schemas import error_responses
 from voice_service.voices.paths import VOICE_PATH
 from voice_service.voices.repository import list_clones
-from voice_service.voices.schemas import OneVoice, Voice, VoiceList
+from voice_service.voices.schemas import EXAMPLE_VOICE_ID, OneVoice, Voice, VoiceList
 from voice_service.voices.service import find_voice
 
 router = APIRouter(tags=["voices"])
@@ -36,5 +38,11 @@ async def list_voices(context: Context, principal: VoicesReader) -> Response:
     response_model=OneVoice,
     responses=error_responses(404),
 )
-async def get_voice(id: str, context: Context, principal: VoicesReader) -> OneVoice:
+async def get_voice(
+    id: Annotated[
+        str, Path(openapi_examples={"joe": {"summary": "Piper Joe", "value": EXAMPLE_VOICE_ID}})
+    ],
+    context: Context,
+    principal: VoicesReader,
+) -> OneVoice:
     return OneVoice(voice=Voice.of(await find_voice(context, principal, id)))

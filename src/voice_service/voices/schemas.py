@@ -8,6 +8,13 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, Field, PlainSerializer, WithJsonSchema
 
 from voice_service import models
+from voice_service.engines.registry import CLONE_BASE_VOICE
+from voice_service.ids import catalogue_voice_id
+
+# Piper's Joe, English. A catalogue id derives from the engine's voice key, so Joe has this
+# one on every install with Piper (the default): the reference's examples speak with him,
+# and its "Try it out" answers as it is filled in.
+EXAMPLE_VOICE_ID = catalogue_voice_id(CLONE_BASE_VOICE)
 
 
 def _iso_with_fraction(value: datetime) -> str:
@@ -23,7 +30,7 @@ Timestamp = Annotated[
 
 
 class Voice(BaseModel):
-    id: str = Field(examples=["voice_3f9c2b7d1e0a4c5b6a7d8e9f"])
+    id: str = Field(examples=[EXAMPLE_VOICE_ID])
     name: str
     language: str | None
     type: Literal["PROVIDER", "CLONED"]
