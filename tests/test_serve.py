@@ -84,7 +84,8 @@ def test_health_endpoints_need_no_key(server: Server) -> None:
     assert ready.status_code == 200 and ready.json()["status"] == "ready"
 
 
-def test_schemathesis_finds_no_failures(server: Server, tmp_path: Path) -> None:
+@pytest.mark.parametrize("document", ["/api/v1/openapi.json", "/v1/openapi.json"])
+def test_schemathesis_finds_no_failures(server: Server, tmp_path: Path, document: str) -> None:
     created = subprocess.run(  # noqa: S603
         [*CLI, "keys", "create", server.org_id, "--rate-limit", "1000000", "--json"],
         env=server.env,
@@ -99,7 +100,7 @@ def test_schemathesis_finds_no_failures(server: Server, tmp_path: Path) -> None:
             "-m",
             "schemathesis.cli",
             "run",
-            f"{server.base_url}/openapi.json",
+            f"{server.root}{document}",
             "--header",
             f"Authorization: Bearer {key}",
             "--checks",
