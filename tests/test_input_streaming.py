@@ -22,10 +22,10 @@ import numpy as np
 import pytest
 import websockets
 from bench.wer import word_errors
-from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import InvalidStatus
 
 from tests.helpers.servers import Server, running_server
+from tests.helpers.session_messages import SessionMessages
 from tests.helpers.voices import JOE
 from tests.helpers.waiting import eventually
 
@@ -50,17 +50,7 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         yield server
 
 
-class Messages:
-    def __init__(self, ws: ClientConnection) -> None:
-        self.ws = ws
-        self.seen: list[dict[str, Any]] = []
-
-    async def next(self) -> dict[str, Any]:
-        async with asyncio.timeout(PATIENCE):
-            message: dict[str, Any] = json.loads(await self.ws.recv())
-        self.seen.append(message)
-        return message
-
+class Messages(SessionMessages):
     async def until_final(self) -> None:
         while not (await self.next()).get("isFinal"):
             pass
@@ -96,12 +86,6 @@ async def stream_input(
 
 def text(piece: str, **fields: Any) -> str:
     return json.dumps({"text": piece, "try_trigger_generation": True, **fields})
-
-
-def request_id(messages: Messages) -> str:
-    response = messages.ws.response
-    assert response is not None
-    return response.headers["x-request-id"]
 
 
 def billed(node: Server, rid: str) -> list[tuple[str, int]]:
@@ -149,7 +133,7 @@ async def test_speech_starts_with_the_first_clause_and_follows_the_text(node: Se
             await messages.ws.send(text(piece))
         await messages.ws.send(json.dumps({"text": ""}))
         await messages.until_final()
-        rid = request_id(messages)
+        rid = messages.request_id
     assert messages.seen[-1] == {"audio": None, "isFinal": True}
     chars, starts, durations = messages.alignment()
     assert chars == SPOKEN  # every character sent, once, in order
@@ -224,7 +208,7 @@ async def test_a_client_that_leaves_is_billed_for_the_audio_it_was_sent(node: Se
         # would go out with the next.
         while messages.alignment()[0] != FIRST.rstrip():
             await messages.next()
-        rid = request_id(messages)
+        rid = messages.request_id
         messages.ws.transport.abort()
     assert eventually(lambda: logged_status(node, rid)) == 101
     assert billed(node, rid) == [("text-to-speech", len(FIRST.rstrip()))]
@@ -244,7 +228,7 @@ async def test_a_client_that_leaves_after_its_last_text_stops_the_speech(node: S
         await messages.ws.send(text(long_text))
         await messages.ws.send(json.dumps({"text": ""}))
         assert (await messages.next())["audio"]
-        rid = request_id(messages)
+        rid = messages.request_id
         messages.ws.transport.abort()
     assert eventually(lambda: logged_status(node, rid)) == 101
     # Billed for the characters whose audio was sent, not for the text.
@@ -262,18 +246,9 @@ async def test_an_idle_session_ends_with_elevenlabs_timeout_error(node: Server) 
         assert error["error"] == "input_timeout_exceeded"
         with pytest.raises(websockets.ConnectionClosedOK):
             await messages.next()
-        rid = request_id(messages)
+        rid = messages.request_id
     assert eventually(lambda: logged_status(node, rid)) == 101
     assert billed(node, rid) == []
-
-
-async def until_closed(messages: Messages) -> int | None:
-    """The close code, once the node has closed the session (its messages read first)."""
-    try:
-        while True:
-            await messages.next()
-    except websockets.ConnectionClosed as closed:
-        return closed.rcvd.code if closed.rcvd else None
 
 
 async def test_messages_that_are_not_text_do_not_keep_a_session_from_going_idle(
@@ -289,7 +264,7 @@ async def test_messages_that_are_not_text_do_not_keep_a_session_from_going_idle(
                     await asyncio.sleep(0.2)
 
         sending = asyncio.create_task(junk())
-        closed = await until_closed(messages)
+        closed = await messages.close_code()
         await sending
     assert closed == 1000
     errors = [message["error"] for message in messages.seen]

@@ -17,16 +17,15 @@ import json
 import math
 import re
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 import websockets
-from websockets.asyncio.client import ClientConnection
 
 from tests.helpers.app import Tenant, make_settings
 from tests.helpers.cli import admin_env, voice_service
 from tests.helpers.faulty_upstream import AUDIO, Answer, FaultyUpstream, faulty_upstream
 from tests.helpers.live import LiveServer, serving
+from tests.helpers.session_messages import SessionMessages
 from tests.helpers.upstreams import providers_file
 from tests.helpers.voices import JOE
 from voice_service.engines.registry import Engines
@@ -34,7 +33,6 @@ from voice_service.ids import catalogue_voice_id
 
 pytestmark = pytest.mark.anyio
 
-PATIENCE = 120.0
 RATE = 24_000  # the realtime protocol's default pcm16 rate
 FAILED = Answer(500, "text/plain", (b"internal error",))
 PROVIDER_VOICE = catalogue_voice_id("speakers:alloy")
@@ -92,39 +90,6 @@ def fresh(upstream: FaultyUpstream) -> Iterator[FaultyUpstream]:
     upstream.reset()
 
 
-class Events:
-    """A session's messages from the node, and how it closed."""
-
-    def __init__(self, ws: ClientConnection) -> None:
-        self.ws = ws
-        self.seen: list[dict[str, Any]] = []
-
-    async def next(self) -> dict[str, Any]:
-        async with asyncio.timeout(PATIENCE):
-            message: dict[str, Any] = json.loads(await self.ws.recv())
-        self.seen.append(message)
-        return message
-
-    async def until(self, wanted: Any) -> dict[str, Any]:
-        while not wanted(message := await self.next()):
-            pass
-        return message
-
-    async def close_code(self) -> int | None:
-        """The code the node closed with, once it has (messages before it are read)."""
-        try:
-            while True:
-                await self.next()
-        except websockets.ConnectionClosed as closed:
-            return closed.rcvd.code if closed.rcvd else None
-
-    @property
-    def request_id(self) -> str:
-        response = self.ws.response
-        assert response is not None
-        return response.headers["x-request-id"]
-
-
 def connect(node: LiveServer, path: str, tenant: Tenant) -> websockets.connect:
     url = node.root.replace("http://", "ws://") + path
     return websockets.connect(url, additional_headers=tenant.headers, max_size=None)
@@ -160,7 +125,7 @@ async def test_a_revoked_key_ends_its_live_transcription_billed_for_the_audio_be
 ) -> None:
     tenant = await asyncio.to_thread(node.tenant)
     async with connect(node, "/v1/realtime?intent=transcription", tenant) as ws:
-        events = Events(ws)
+        events = SessionMessages(ws)
         await events.until(lambda m: m["type"] == "session.created")
         for append in silence(2.5):
             await ws.send(append)
@@ -187,7 +152,7 @@ async def test_a_key_cut_off_ends_its_input_stream_billed_for_the_audio_sent(
     clause = "Hello there, "
     path = f"/api/v1/text-to-speech/{JOE}/stream-input?output_format=pcm_16000"
     async with connect(node, path, tenant) as ws:
-        events = Events(ws)
+        events = SessionMessages(ws)
         await ws.send(json.dumps({"text": " "}))
         await ws.send(json.dumps({"text": clause}))
         spoken = ""
@@ -215,7 +180,7 @@ async def test_a_provider_failing_mid_stream_bills_the_clauses_whose_audio_went_
     tenant = await asyncio.to_thread(node.tenant)
     first, second = "First clause, ", "second clause. "
     async with connect(node, f"/api/v1/text-to-speech/{PROVIDER_VOICE}/stream-input", tenant) as ws:
-        events = Events(ws)
+        events = SessionMessages(ws)
         await ws.send(json.dumps({"text": " "}))
         await ws.send(json.dumps({"text": first}))
         assert base64.b64decode((await events.next())["audio"]) == AUDIO
@@ -233,7 +198,7 @@ async def test_a_cap_reached_before_any_audio_bills_nothing(node: LiveServer) ->
     capped = await asyncio.to_thread(asyncio.run, node.tenants.add_key(tenant, monthly_units=100))
     waiting = "a" * 95  # no clause end and under 120 characters: not spoken yet
     async with connect(node, f"/api/v1/text-to-speech/{JOE}/stream-input", capped) as ws:
-        events = Events(ws)
+        events = SessionMessages(ws)
         await ws.send(json.dumps({"text": " "}))
         await ws.send(json.dumps({"text": waiting}))
         await ws.send(json.dumps({"text": " and ten more"}))
@@ -250,7 +215,7 @@ async def test_a_failed_live_turn_is_not_billed_and_its_event_says_so(
     fresh.will(FAILED)  # the German turn goes to the listeners, which fail it
     tenant = await asyncio.to_thread(node.tenant)
     async with connect(node, "/v1/realtime?intent=transcription", tenant) as ws:
-        events = Events(ws)
+        events = SessionMessages(ws)
         await events.until(lambda m: m["type"] == "session.created")
         session = {
             "type": "transcription",
