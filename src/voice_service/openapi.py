@@ -24,7 +24,6 @@ from fastapi.routing import iter_route_contexts
 from voice_service.errors import OPENAI_PREFIX
 from voice_service.schemas import (
     COMPONENTS,
-    EXAMPLE_REQUEST_ID,
     IDEMPOTENCY_CONFLICT,
     error_responses,
     openai_error_responses,
@@ -54,13 +53,6 @@ key. The same keys, rate limits, request log and usage as the native API; errors
 shape, with the native API's statuses and lower-cased codes.
 
 {_WEBSOCKETS}"""
-# Examples of parameters whose declarations carry none.
-_PARAMETER_EXAMPLES: dict[tuple[str, str], Any] = {
-    ("/usage", "from"): "2026-11-01",
-    ("/usage", "to"): "2026-11-30",
-    ("/requests", "limit"): 20,
-    ("/requests/{request_id}", "request_id"): EXAMPLE_REQUEST_ID,
-}
 
 ErrorResponses = Callable[..., dict[int | str, dict[str, Any]]]
 
@@ -124,12 +116,11 @@ def _document(app: FastAPI, api: _Api, limit: str) -> dict[str, Any]:
     )
     _strip_path_prefix(schema, api.prefix)
     components = schema.setdefault("components", {}).setdefault("schemas", {})
-    for path, item in schema["paths"].items():
+    for item in schema["paths"].values():
         for operation in item.values():
             _drop_framework_validation_error(operation)
             _declare_idempotency_conflict(operation, api.errors)
             _restore_error_examples(operation, api.errors)
-            _add_parameter_examples(path, operation)
             _hoist_definitions(operation, components)
             if "413" in operation["responses"]:
                 operation["responses"]["413"]["description"] = (
@@ -172,13 +163,6 @@ def _restore_error_examples(operation: dict[str, Any], errors: ErrorResponses) -
         if int(status) >= 400:
             declared = errors(int(status))[int(status)]["content"]["application/json"]
             response["content"]["application/json"]["examples"] = declared["examples"]
-
-
-def _add_parameter_examples(path: str, operation: dict[str, Any]) -> None:
-    for parameter in operation.get("parameters", []):
-        example = _PARAMETER_EXAMPLES.get((path, parameter["name"]))
-        if example is not None:
-            parameter.setdefault("examples", {"example": {"value": example}})
 
 
 def _hoist_definitions(operation: dict[str, Any], components: dict[str, Any]) -> None:

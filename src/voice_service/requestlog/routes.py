@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Path, Query
 
 from voice_service.deps import Context, UsageReader
 from voice_service.errors import InvalidRequest, NotFound
 from voice_service.requestlog.repository import UnknownCursor, find_request, page_requests
 from voice_service.requestlog.schemas import LoggedRequest, RequestList
-from voice_service.schemas import error_responses
+from voice_service.schemas import EXAMPLE_REQUEST_ID, error_responses
 
 router = APIRouter(tags=["requests"])
 
@@ -24,7 +24,10 @@ router = APIRouter(tags=["requests"])
 async def list_requests(
     context: Context,
     principal: UsageReader,
-    limit: Annotated[int, Query(ge=1, le=200, description="Rows per page.")] = 50,
+    limit: Annotated[
+        int,
+        Query(ge=1, le=200, description="Rows per page.", openapi_examples={"20": {"value": 20}}),
+    ] = 50,
     before: Annotated[
         str | None,
         Query(max_length=40, description="A request id: the page starts after it."),
@@ -49,7 +52,11 @@ async def list_requests(
     response_model=LoggedRequest,
     responses=error_responses(404),
 )
-async def get_request(request_id: str, context: Context, principal: UsageReader) -> LoggedRequest:
+async def get_request(
+    request_id: Annotated[str, Path(openapi_examples={"a request": {"value": EXAMPLE_REQUEST_ID}})],
+    context: Context,
+    principal: UsageReader,
+) -> LoggedRequest:
     async with context.sessions() as session:
         row = await find_request(session, principal.org_id, request_id)
     if row is None:

@@ -49,7 +49,12 @@ async def get_usage(
     principal: UsageReader,
     start: Annotated[
         str | None,
-        Query(alias="from", pattern=DAY_PATTERN, description="First day, YYYY-MM-DD (UTC)."),
+        Query(
+            alias="from",
+            pattern=DAY_PATTERN,
+            description="First day, YYYY-MM-DD (UTC).",
+            openapi_examples={"november": {"value": "2026-11-01"}},
+        ),
     ] = None,
     end: Annotated[
         str | None,
@@ -57,6 +62,7 @@ async def get_usage(
             alias="to",
             pattern=DAY_PATTERN,
             description="Last day, YYYY-MM-DD (UTC); default today.",
+            openapi_examples={"november": {"value": "2026-11-30"}},
         ),
     ] = None,
     group_by: Annotated[
