@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from tests.helpers import speech_clips as clips
-from tests.helpers.console import ARTIFACTS, PASSWORD, Customer
+from tests.helpers.console import ARTIFACTS, PASSWORD, Customer, cli, new_customer
 from tests.helpers.servers import Server
 
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -21,6 +21,20 @@ expect = playwright_api.expect
 
 DESKTOP = {"width": 1280, "height": 860}
 PHONE = {"width": 390, "height": 844}
+WIDE = {"width": 1920, "height": 1080}
+
+# Whether a cell's text is on one line: one box per line of the text in it.
+ON_ONE_LINE = """cell => {
+  const range = document.createRange();
+  range.selectNodeContents(cell);
+  return range.getClientRects().length === 1;
+}"""
+# Keeps, across the navigation a form starts, what the button looked like once disabled.
+RECORD_BUSY = """(button, key) => new MutationObserver(() => {
+  if (!button.hasAttribute("disabled")) return;
+  const state = {text: button.textContent, busy: button.getAttribute("aria-busy")};
+  sessionStorage.setItem(key, JSON.stringify(state));
+}).observe(button, {attributes: true})"""
 
 
 @pytest.fixture
@@ -43,6 +57,29 @@ def sign_in(page: Any, server: Server, email: str, password: str = PASSWORD) -> 
     page.get_by_label("Email").fill(email)
     page.get_by_label("Password").fill(password)
     page.get_by_role("button", name="Sign in").click()
+
+
+def hold(page: Any, url: re.Pattern[str]) -> list[Any]:
+    """Requests to `url` wait, held in the list returned, until the test lets each go."""
+    held: list[Any] = []
+    page.route(url, lambda route: held.append(route))
+    return held
+
+
+def first_held(page: Any, held: list[Any]) -> Any:
+    # A route's handler runs while Playwright waits on the page: wait there until it has.
+    for _ in range(1000):
+        if held:
+            return held[0]
+        page.wait_for_timeout(10)
+    raise AssertionError("the request was never made")
+
+
+def catalogue_rows(page: Any) -> Any:
+    catalogue = page.get_by_role("region", name="Catalogue")
+    return catalogue.get_by_role("row").filter(
+        has=page.get_by_role("button", name=re.compile("^Play preview of "))
+    )
 
 
 def test_keys_usage_and_request_log(page: Any, server: Server, alice: Customer) -> None:
@@ -88,12 +125,15 @@ def test_keys_usage_and_request_log(page: Any, server: Server, alice: Customer) 
     row = page.get_by_role("row", name=re.compile(request_id))
     expect(row).to_contain_text("/api/v1/text-to-speech")
     expect(row).to_contain_text("200")
+    expect(row.get_by_role("cell").last).to_have_text(str(len("Hello console.")))
     shoot(page, "request-log")
 
+    # The organization's total, which other tests' requests (the API reference's) add to.
+    usage = httpx.get(f"{server.base_url}/usage", headers=headers, timeout=60).json()
     page.get_by_role("link", name="Usage").click()
     totals = page.get_by_role("table", name="Totals")
     expect(totals.get_by_role("row", name=re.compile("text-to-speech"))).to_contain_text(
-        str(len("Hello console."))
+        str(usage["totals"]["text-to-speech"])
     )
     expect(page.get_by_role("img", name="Units per day")).to_be_visible()
     shoot(page, "usage")
@@ -123,17 +163,35 @@ def test_voices_clone_preview_try_and_delete(
     page.get_by_label("Description").fill("Audiobook voice")
     page.get_by_label("Audio file").set_input_files(str(sample))
     page.get_by_label(re.compile("I confirm that I have the speaker's permission")).check()
+    clone = page.get_by_role("button", name="Clone voice")
+    clone.evaluate(RECORD_BUSY, "clone-busy")
     # A process's first clone synthesizes its probes (about 24 CPU-s): on a busy 2-core
     # machine the page comes back after Playwright's default 30 s.
-    page.get_by_role("button", name="Clone voice").click(timeout=180_000)
+    clone.click(timeout=180_000)
+    # Post/redirect/get: the voices page, naming the new voice, which a reload only shows.
+    voices_url = re.compile(rf"/console/orgs/{alice.org_id}/voices\?cloned=voice_\w+$")
+    expect(page).to_have_url(voices_url)
     banner = page.get_by_role("status").filter(has_text="cloned")
     expect(banner).to_have_text("Voice “Narrator” cloned.")
+    narrator = page.get_by_role("row", name=re.compile("Narrator"))
+    expect(narrator).to_have_class("highlight")
+    busy = page.evaluate("key => JSON.parse(sessionStorage.getItem(key))", "clone-busy")
+    assert busy == {"text": "Cloning…", "busy": "true"}  # once disabled, while it worked
     shoot(page, "voices")
+    page.reload()
+    expect(page).to_have_url(voices_url)
+    expect(narrator).to_have_count(1)
 
+    held = hold(page, re.compile(r"/preview$"))
+    play = page.get_by_role("button", name="Play preview of Narrator")
+    play.click()
+    expect(play).to_be_disabled()
+    expect(play).to_have_text("Loading…")
     with page.expect_response(re.compile(r"/preview$")) as preview:
-        page.get_by_role("button", name="Play preview of Narrator").click()
+        first_held(page, held).continue_()
     assert preview.value.status == 200
     assert preview.value.headers["content-type"] == "audio/mpeg"
+    expect(play).to_be_enabled()
 
     page.get_by_label("Voice", exact=True).select_option(label="Narrator")
     page.get_by_label("Text", exact=True).fill("Trying it out.")
@@ -214,4 +272,128 @@ def test_the_keys_table_fits_a_phone_with_its_actions_on_screen(
     expect(
         table.get_by_role("row", name=re.compile("Phone key for the staging server"))
     ).to_contain_text("Revoked")
+    context.close()
+
+
+@pytest.mark.parametrize("viewport", [PHONE, DESKTOP, WIDE], ids=lambda v: f"{v['width']}px")
+def test_every_request_log_column_can_be_seen(
+    browser: Any, server: Server, alice: Customer, viewport: dict[str, int]
+) -> None:
+    failed = httpx.post(
+        f"{server.base_url}/text-to-speech",
+        headers={"Authorization": f"Bearer {server.api_key}"},
+        json={"text": "Hello.", "voice_id": "voice_nobody"},
+        timeout=60,
+    )
+    assert failed.status_code == 404
+    phone = viewport is PHONE
+    context = browser.new_context(viewport=viewport, is_mobile=phone)
+    page = context.new_page()
+    sign_in(page, server, alice.email)
+    page.goto(f"{server.root}/console/orgs/{alice.org_id}/requests")
+
+    row = page.get_by_role("row", name=re.compile(failed.headers["x-request-id"]))
+    expect(row).to_contain_text("NOT_FOUND")
+    assert row.get_by_role("cell").first.evaluate(ON_ONE_LINE), "the time wraps"
+    expect(page.get_by_role("columnheader").last).to_have_text("Units")
+    assert page.evaluate("document.scrollingElement.scrollWidth") <= viewport["width"]
+    table = page.get_by_role("table", name="Requests")
+    scrolls = table.evaluate("t => t.parentElement.scrollWidth > t.parentElement.clientWidth")
+    assert scrolls == phone  # on a phone inside its card; wider, not at all
+    for name in ("Error", "Duration", "Units"):
+        header = page.get_by_role("columnheader", name=name, exact=True)
+        if phone:
+            header.scroll_into_view_if_needed()  # the card scrolls to it
+        expect(header).to_be_visible()
+        # Not clipped by the card (but for a fraction of a pixel: it scrolls by whole ones).
+        expect(header).to_be_in_viewport(ratio=0.99)
+    shoot(page, f"request-log-{viewport['width']}")
+    context.close()
+
+
+def test_the_catalogue_is_searched_by_name_and_language_without_script(
+    browser: Any, server: Server, alice: Customer
+) -> None:
+    context = browser.new_context(viewport=DESKTOP, java_script_enabled=False)
+    page = context.new_page()
+    sign_in(page, server, alice.email)
+    page.goto(f"{server.root}/console/orgs/{alice.org_id}/voices")
+    rows = catalogue_rows(page)
+    everything = rows.count()
+
+    page.get_by_label("Search by name").fill("kumo")
+    page.get_by_role("button", name="Search", exact=True).click()
+    expect(page).to_have_url(re.compile(r"\?q=kumo&language=#catalogue$"))
+    kumo = rows.all_inner_texts()
+    assert 1 < len(kumo) < everything
+    assert all("Kumo" in row for row in kumo)
+
+    page.get_by_label("Language").select_option("es")
+    page.get_by_role("button", name="Search", exact=True).click()
+    expect(rows).to_have_count(1)
+    expect(rows).to_contain_text("Kokoro Kumo (Spanish)")
+    catalogue = page.get_by_role("region", name="Catalogue")
+    catalogue.screenshot(path=str(ARTIFACTS / "voices-search.png"))  # the page is scrolled to it
+
+    page.get_by_role("link", name="Show all").click()
+    expect(rows).to_have_count(everything)
+    context.close()
+
+
+def test_without_script_a_preview_opens_its_audio(
+    browser: Any, server: Server, alice: Customer
+) -> None:
+    context = browser.new_context(viewport=DESKTOP, java_script_enabled=False)
+    page = context.new_page()
+    sign_in(page, server, alice.email)
+    page.goto(f"{server.root}/console/orgs/{alice.org_id}/voices")
+    preview = catalogue_rows(page).first.get_by_role("button", name=re.compile("^Play preview"))
+    with page.expect_response(re.compile(r"/preview\?$")) as audio:
+        preview.click()
+    assert audio.value.status == 200
+    assert audio.value.headers["content-type"] == "audio/mpeg"
+    context.close()
+
+
+def test_a_preview_is_busy_until_its_audio_comes(
+    page: Any, server: Server, alice: Customer
+) -> None:
+    sign_in(page, server, alice.email)
+    page.goto(f"{server.root}/console/orgs/{alice.org_id}/voices")
+    held = hold(page, re.compile(r"/preview$"))
+    preview = catalogue_rows(page).first.get_by_role("button", name=re.compile("^Play preview"))
+    preview.click()
+    expect(preview).to_be_disabled()
+    expect(preview).to_have_attribute("aria-busy", "true")
+    expect(preview).to_have_text("Loading…")
+    expect(page.get_by_role("status").filter(has_text="Loading the preview")).to_be_visible()
+    with page.expect_response(re.compile(r"/preview$")) as answer:
+        first_held(page, held).continue_()
+    assert answer.value.status == 200
+    expect(preview).to_be_enabled()
+    expect(preview).not_to_have_attribute("aria-busy", "true")
+    expect(preview).to_have_text("▶ Preview")
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, WIDE], ids=lambda v: f"{v['width']}px")
+def test_the_keys_table_fits_a_laptop_with_its_dates_on_one_line(
+    browser: Any, server: Server, viewport: dict[str, int]
+) -> None:
+    owner = new_customer(server, f"keys-{viewport['width']}@example.com", "Wide Keys Org")
+    scopes = "text-to-speech,speech-to-text,asr,voices:read,voices:write"
+    # The widest cells a column gets: every scope but one, a cap, a revoked key's badge.
+    cli(server, "keys", "create", owner.org_id, "--scopes", scopes, "--monthly-units", "2000000")
+    old = cli(server, "keys", "create", owner.org_id, "--name", "Old laptop")
+    cli(server, "keys", "revoke", old["id"])
+    context = browser.new_context(viewport=viewport)
+    page = context.new_page()
+    sign_in(page, server, owner.email)
+    page.goto(f"{server.root}/console/orgs/{owner.org_id}/keys")
+
+    table = page.get_by_role("table")
+    assert table.evaluate("t => t.parentElement.scrollWidth <= t.parentElement.clientWidth")
+    expect(table.get_by_role("row", name=re.compile("Old laptop"))).to_contain_text("Revoked")
+    for row in table.get_by_role("row").filter(has=page.get_by_role("cell")).all():
+        assert row.get_by_role("cell").nth(2).evaluate(ON_ONE_LINE), "the date wraps"
+    expect(table.get_by_role("button", name="Revoke")).to_be_in_viewport(ratio=1)
     context.close()

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 import socket
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.helpers import speech_clips as clips
 from tests.helpers.console import (
     PASSWORD,
     Customer,
@@ -18,7 +21,7 @@ from tests.helpers.console import (
     signed_in_client,
 )
 from tests.helpers.servers import Server
-from tests.helpers.voices import JOE
+from tests.helpers.voices import JOE, SPANISH
 from voice_service.console.voices import PREVIEWS_PER_MINUTE
 from voice_service.vocabulary import Scope
 
@@ -394,3 +397,97 @@ def test_the_request_log_marks_replayed_answers(server: Server) -> None:
     with signed_in_client(server, leo.email) as client:
         page = client.get(f"/console/orgs/{leo.org_id}/requests").text
     assert page.count(">replayed</span>") == 1
+
+
+def catalogue_ids(page: str) -> list[str]:
+    """The voices the page's catalogue table lists, in order."""
+    catalogue = page.split('<section id="catalogue"', 1)[1]
+    return re.findall(r'<tr data-voice="(voice_\w+)"', catalogue)
+
+
+def test_the_catalogue_is_searched_by_name_and_language_on_the_server(
+    server: Server, alice: Customer
+) -> None:
+    listed = httpx.get(
+        f"{server.base_url}/voices",
+        headers={"Authorization": f"Bearer {server.api_key}"},
+        timeout=60,
+    ).json()["voices"]
+    catalogue = [voice for voice in listed if voice["type"] == "PROVIDER"]
+    url = f"/console/orgs/{alice.org_id}/voices"
+    with signed_in_client(server, alice.email) as client:
+        everything = client.get(url).text
+        by_name = client.get(url, params={"q": "  KUMO "}).text
+        spanish = client.get(url, params={"language": "es"}).text
+        both = client.get(url, params={"q": "kumo", "language": "es"}).text
+        unknown_language = client.get(url, params={"language": "xx"}).text
+    assert catalogue_ids(everything) == [voice["id"] for voice in catalogue]
+    assert '<option value="es">es</option>' in everything
+    kumo = [voice["id"] for voice in catalogue if "kumo" in voice["name"].lower()]
+    assert 1 < len(kumo) < len(catalogue) and catalogue_ids(by_name) == kumo
+    assert 'value="KUMO"' in by_name  # the search stays in its box
+    speaks_spanish = [
+        voice["id"]
+        for voice in catalogue
+        if voice["language"] is None or voice["language"].split("-")[0] == "es"
+    ]
+    assert SPANISH in speaks_spanish and catalogue_ids(spanish) == speaks_spanish
+    assert catalogue_ids(both) == [SPANISH]
+    assert catalogue_ids(unknown_language) == catalogue_ids(everything)
+
+
+def test_a_clone_from_the_console_redirects_to_the_voices_page_naming_it(
+    server: Server, tmp_path: Path
+) -> None:
+    nina = new_customer(server, "nina@example.com", "Nina Org")
+    sample = clips.write_audio(tmp_path / "s.wav", clips.english_speech(), "wav-s16")
+    voices = f"/console/orgs/{nina.org_id}/voices"
+    with signed_in_client(server, nina.email) as client:
+        form = {"csrf_token": csrf_token(client.get(voices).text), "name": "Nina", "consent": "yes"}
+        cloned = client.post(
+            f"{voices}/clone",
+            data=form,
+            files={"file": ("s.wav", sample.read_bytes(), "audio/wav")},
+            timeout=180,
+        )
+        assert cloned.status_code == 303, cloned.text
+        match = re.fullmatch(rf"{voices}\?cloned=(voice_\w+)", cloned.headers["location"])
+        assert match is not None, cloned.headers["location"]
+        shown = client.get(cloned.headers["location"]).text
+        plain = client.get(voices).text
+        not_a_clone = client.get(voices, params={"cloned": JOE}).text
+        log = client.get(
+            f"/console/orgs/{nina.org_id}/requests",
+            params={"request_id": cloned.headers["x-request-id"]},
+        ).text
+        reloaded = client.get(f"{voices}/clone")
+    assert "Voice “Nina” cloned." in shown
+    assert f'<tr data-voice="{match.group(1)}" class="highlight">' in shown
+    for page in (plain, not_a_clone):
+        assert "cloned.</div>" not in page and 'class="highlight"' not in page
+    assert 'badge-ok">201</span>' in log  # the row says what was made, as the API's does
+    assert reloaded.status_code == 303 and reloaded.headers["location"] == voices
+
+
+def test_one_unit_is_written_in_the_singular(server: Server) -> None:
+    olga = new_customer(server, "olga@example.com", "Olga Org")
+    cli(server, "keys", "create", olga.org_id, "--name", "capped", "--monthly-units", "1")
+    secret = cli(server, "keys", "create", olga.org_id, "--name", "speaker")["secret"]
+    spoken = httpx.post(
+        f"{server.base_url}/text-to-speech",
+        headers={"Authorization": f"Bearer {secret}"},
+        json={"text": "A", "voice_id": JOE},
+        timeout=60,
+    )
+    assert spoken.status_code == 200
+    org = f"/console/orgs/{olga.org_id}"
+    with signed_in_client(server, olga.email) as client:
+        keys = client.get(f"{org}/keys").text
+        usage = client.get(f"{org}/usage").text
+        log = client.get(f"{org}/requests").text
+    assert "1 unit/month" in keys
+    assert '<strong>1</strong><span class="muted small">unit</span>' in usage
+    assert ": 1 unit</title>" in usage  # the chart's bar
+    assert 'title="1 unit billed under text-to-speech"' in log
+    for page in (keys, usage, log):
+        assert not re.search(r"\b1 units\b", page)

@@ -11,6 +11,7 @@ from datetime import date, timedelta
 
 from markupsafe import Markup, escape
 
+from voice_service.console.words import quantity
 from voice_service.usage.repository import DailyUsage
 from voice_service.vocabulary import UsageEndpoint
 
@@ -75,10 +76,11 @@ def usage_chart(rows: Sequence[DailyUsage], start: date, end: date) -> Markup:
             units = stacks[day][endpoint]
             height = plot_h * units / top if top else 0
             base -= height
+            title = f"{day.isoformat()} {escape(endpoint)}: {quantity(units, 'unit')}"
             parts.append(
                 f'<rect x="{x + slot * 0.15:.1f}" y="{base:.1f}" width="{slot * 0.7:.1f}" '
                 f'height="{height:.1f}" fill="{colours[endpoint]}" rx="2">'
-                f"<title>{day.isoformat()} {escape(endpoint)}: {units} units</title></rect>"
+                f"<title>{title}</title></rect>"
             )
         if index % label_every == 0:
             parts.append(

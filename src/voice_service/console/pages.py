@@ -9,9 +9,11 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup, escape
 
 from voice_service.console.security import secure_headers
 from voice_service.console.sessions import SignedIn
+from voice_service.console.words import noun, quantity
 from voice_service.models import Organization
 
 CONSOLE_PREFIX = "/console"
@@ -26,10 +28,20 @@ _templates = Environment(
 
 
 def _when(value: datetime | None, empty: str = "Never") -> str:
-    return value.strftime("%Y-%m-%d %H:%M UTC") if value is not None else empty
+    # UTC, which the column headers say: the time stays short enough not to wrap.
+    return value.strftime("%Y-%m-%d %H:%M") if value is not None else empty
+
+
+def _wrappable(text: str) -> Markup:
+    """Escaped text that may break before a slash and after an underscore: a long path or
+    error code wraps at its parts in a narrow column instead of widening the table."""
+    return escape(text).replace("/", Markup("<wbr>/")).replace("_", Markup("_<wbr>"))
 
 
 _templates.filters["when"] = _when
+_templates.filters["noun"] = noun
+_templates.filters["quantity"] = quantity
+_templates.filters["wrappable"] = _wrappable
 
 
 def render(

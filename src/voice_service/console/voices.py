@@ -1,9 +1,11 @@
-"""The voices page: the catalogue and the organization's clones, previews, cloning from a
-file or a recording, deleting a clone, and the "Try it" panel."""
+"""The voices page: the catalogue (searched by name and language) and the organization's
+clones, previews, cloning from a file or a recording, deleting a clone, and the "Try it"
+panel."""
 
 from __future__ import annotations
 
 from typing import Annotated
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Request, Response
 from pydantic import ValidationError
@@ -18,10 +20,11 @@ from voice_service.cloning.service import (
 from voice_service.console.acting import act_for_org
 from voice_service.console.audit import Action, record_user_action
 from voice_service.console.auth import CurrentOrg, PageNotFound, SignedInUser, checked_form
-from voice_service.console.pages import redirect, render
+from voice_service.console.pages import CONSOLE_PREFIX, redirect, render
 from voice_service.console.previews import Previews
 from voice_service.console.security import check_csrf, client_ip
 from voice_service.console.sessions import SignedIn
+from voice_service.console.voice_search import CatalogueSearch, languages
 from voice_service.db import transaction
 from voice_service.deps import Context
 from voice_service.errors import ApiError, InvalidRequest, describe_errors
@@ -53,9 +56,29 @@ async def get_previews(request: Request) -> Previews:
 
 @router.get("/orgs/{org_id}/voices")
 async def voices_page(
-    request: Request, context: Context, user: SignedInUser, org: CurrentOrg
+    request: Request,
+    context: Context,
+    user: SignedInUser,
+    org: CurrentOrg,
+    q: str = "",
+    language: str = "",
+    cloned: str = "",
 ) -> Response:
-    return await _voices_page(request, context, user, org)
+    """`q` and `language` search the catalogue; `cloned` names the clone just made (the
+    clone form's redirect), shown with a notice and highlighted."""
+    return await _voices_page(request, context, user, org, text=q, language=language, cloned=cloned)
+
+
+@router.get("/orgs/{org_id}/voices/clone")
+async def clone_page(user: SignedInUser, org: CurrentOrg) -> Response:
+    # The URL a failed clone's page has: reloaded (after the script made its history entry
+    # a GET, or typed), it is the voices page.
+    return redirect(_voices_url(org))
+
+
+def _voices_url(org: Organization, **query: str) -> str:
+    url = f"{CONSOLE_PREFIX}/orgs/{org.id}/voices"
+    return f"{url}?{urlencode(query)}" if query else url
 
 
 async def _voices_page(
@@ -66,12 +89,17 @@ async def _voices_page(
     *,
     status: int = 200,
     error: str | None = None,
-    notice: str | None = None,
     form: dict[str, str] | None = None,
+    text: str = "",
+    language: str = "",
+    cloned: str = "",
 ) -> Response:
     async with context.sessions() as session:
         catalogue = await list_catalogue(session)
         clones = await list_clones(session, org.id)
+    offered = languages(catalogue)
+    search = CatalogueSearch.of(text, language, offered)
+    new_clone = next((voice for voice in clones if voice.id == cloned), None)
     return render(
         request,
         "voices.html",
@@ -79,10 +107,14 @@ async def _voices_page(
         org=org,
         status=status,
         error=error,
-        notice=notice,
+        notice=f"Voice “{new_clone.name}” cloned." if new_clone else None,
         form=form or {},
         catalogue=catalogue,
+        found=search.apply(catalogue),
+        search=search,
+        languages=offered,
         clones=clones,
+        new_clone_id=new_clone.id if new_clone else None,
         consent=CONSENT,
         max_name=MAX_NAME_LENGTH,
         max_description=MAX_DESCRIPTION_LENGTH,
@@ -155,10 +187,9 @@ async def clone_action(
             f"{voice.id} ({voice.name}) in {org.id}",
             client_ip(request),
         )
-    # 201 like the API's clone, whose request-log row this request already has.
-    return await _voices_page(
-        request, context, user, org, status=201, notice=f"Voice “{voice.name}” cloned."
-    )
+    # Post/redirect/get: a reload shows the page again rather than cloning again. The
+    # request-log row already says 201, as the API's clone does.
+    return redirect(_voices_url(org, cloned=voice.id))
 
 
 def _clone_request(fields: dict[str, str]) -> CloneRequest:
@@ -190,4 +221,4 @@ async def delete_action(
         record_user_action(
             session, user, Action.VOICE_DELETED, f"{voice_id} in {org.id}", client_ip(request)
         )
-    return redirect(f"/console/orgs/{org.id}/voices")
+    return redirect(_voices_url(org))

@@ -1,8 +1,9 @@
 // Voice Service console: small progressive enhancements. Every page works as plain forms;
-// this file adds toggles, copy, previews, the "Try it" player and in-browser recording.
+// this file adds toggles, copy, busy buttons, previews played in the page, the "Try it"
+// player and in-browser recording.
 "use strict";
 
-// A page that answers a POST (a new key's secret, a created voice) must not be posted
+// A page that answers a POST (a new key's secret, a form's errors) must not be posted
 // again by a reload: make the current history entry a plain GET of the same URL.
 if (window.history && history.replaceState) {
   history.replaceState(null, "", location.href);
@@ -35,18 +36,87 @@ document.addEventListener("DOMContentLoaded", () => {
     });
   }
 
-  const player = document.getElementById("preview-player");
-  for (const button of document.querySelectorAll("[data-preview]")) {
-    button.addEventListener("click", () => {
-      if (!player) return;
-      player.src = button.dataset.preview;
-      player.play().catch(() => {});
-    });
-  }
-
+  setUpBusyForms();
+  setUpPreviews();
   setUpTryIt();
   setUpRecorder();
 });
+
+// A button that started a slow request says so, and cannot start it twice.
+function setBusy(button) {
+  button.dataset.idleText = button.textContent;
+  if (button.dataset.busyText) button.textContent = button.dataset.busyText;
+  button.disabled = true;
+  button.setAttribute("aria-busy", "true");
+}
+
+function setIdle(button) {
+  if (button.dataset.idleText !== undefined) button.textContent = button.dataset.idleText;
+  button.disabled = false;
+  button.removeAttribute("aria-busy");
+}
+
+// Forms posted the plain way (cloning can take long): busy until the next page comes.
+function setUpBusyForms() {
+  const forms = [];
+  for (const button of document.querySelectorAll("form:not([data-preview]) [data-busy-text]")) {
+    const form = button.form;
+    forms.push(form);
+    const status = form.querySelector("[data-busy-status]");
+    form.addEventListener("submit", () => {
+      setBusy(button);
+      form.setAttribute("aria-busy", "true");
+      if (status) status.textContent = status.dataset.busyStatus;
+    });
+  }
+  // A page shown again from the back-forward cache would keep its buttons disabled.
+  window.addEventListener("pageshow", (event) => {
+    if (!event.persisted) return;
+    for (const form of forms) {
+      form.removeAttribute("aria-busy");
+      for (const button of form.querySelectorAll("[aria-busy]")) setIdle(button);
+      for (const status of form.querySelectorAll("[data-busy-status]")) status.textContent = "";
+    }
+  });
+}
+
+// Without script a preview form opens the audio; with it, the page fetches and plays it,
+// and says when it is loading or failed.
+function setUpPreviews() {
+  const player = document.getElementById("preview-player");
+  const status = document.getElementById("preview-status");
+  if (!player || !status) return;
+  for (const form of document.querySelectorAll("form[data-preview]")) {
+    const button = form.querySelector("button");
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      if (button.disabled) return;
+      const focused = document.activeElement === button;
+      setBusy(button);
+      status.textContent = `Loading the preview of ${form.dataset.preview}…`;
+      try {
+        const response = await fetch(form.action, {
+          headers: { Accept: "audio/mpeg, application/json" },
+          credentials: "same-origin",
+        });
+        if (!response.ok) {
+          const body = await response.json().catch(() => null);
+          status.textContent = body?.error?.message || `The preview failed (${response.status}).`;
+          return;
+        }
+        if (player.src) URL.revokeObjectURL(player.src);
+        player.src = URL.createObjectURL(await response.blob());
+        player.play().catch(() => {});
+        status.textContent = "";
+      } catch {
+        status.textContent = "The preview failed; check your connection.";
+      } finally {
+        setIdle(button);
+        if (focused) button.focus(); // a disabled button lost the keyboard's focus
+      }
+    });
+  }
+}
 
 function setUpTryIt() {
   const form = document.getElementById("try-form");
@@ -56,7 +126,7 @@ function setUpTryIt() {
   const button = form.querySelector("button[type=submit]");
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
-    button.disabled = true;
+    setBusy(button);
     status.textContent = "Synthesizing…";
     try {
       const response = await fetch(form.action, {
@@ -78,7 +148,7 @@ function setUpTryIt() {
     } catch {
       status.textContent = "The request failed; check your connection.";
     } finally {
-      button.disabled = false;
+      setIdle(button);
     }
   });
 }
