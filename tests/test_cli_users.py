@@ -164,11 +164,13 @@ def test_not_found_names_the_database_it_looked_in(run, settings: Settings) -> N
 
 def test_the_first_start_banner_names_the_account_and_a_real_voice() -> None:
     first = {"org_id": "org_1", "account_id": "acct_1", "key_id": "key_1", "api_key": "vs_x"}
-    text = _welcome("http://127.0.0.1:8000/api/v1", first, ".venv/bin/voice-service")
+    data = {"data_dir": "/srv/voice", "database": "sqlite+aiosqlite:////srv/voice/voice-service.db"}
+    root = "http://127.0.0.1:8000/api/v1"
+    text = _welcome(root, data, first, ".venv/bin/voice-service")
     assert ".venv/bin/voice-service users create acct_1" in text
     assert "http://127.0.0.1:8000/console/" in text
     assert JOE in text
-    later = _welcome(
-        "http://127.0.0.1:8000/api/v1", {"org_id": "org_1", "account_id": "acct_1"}, "vs"
-    )
+    later = _welcome(root, data, {"org_id": "org_1", "account_id": "acct_1"}, "vs")
     assert "vs users create acct_1" in later and "vs keys create org_1" in later
+    for banner in (text, later):  # where the service keeps its data, on its second line
+        assert banner.splitlines()[1] == f"Data dir /srv/voice, database {data['database']}"
