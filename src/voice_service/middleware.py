@@ -217,8 +217,7 @@ class RepeatedQueryMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            names = [name for name, _ in parse_qsl(scope["query_string"].decode("latin-1"))]
-            repeated = next((name for name in names if names.count(name) > 1), None)
+            repeated = _repeated_name(scope["query_string"].decode("latin-1"))
             if repeated is not None:
                 ledger = Ledger.of(scope)
                 error = InvalidRequest(
@@ -229,6 +228,16 @@ class RepeatedQueryMiddleware:
                 await send_json_error(send, error, ledger.request_id, scope["path"])
                 return
         await self.app(scope, receive, send)
+
+
+def _repeated_name(query: str) -> str | None:
+    """The first parameter the query names twice, in one pass (a query may be long)."""
+    seen: set[str] = set()
+    for name, _ in parse_qsl(query, keep_blank_values=True):
+        if name in seen:
+            return name
+        seen.add(name)
+    return None
 
 
 def _content_length(scope: Scope) -> int | None:

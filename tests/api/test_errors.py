@@ -254,3 +254,5 @@ async def test_a_parameter_named_twice_in_the_query_is_refused_before_any_work(
     )
     assert openai.status_code == 400
     assert openai.json()["error"]["param"] == "x"  # OpenAI's shape on its surface
+    blank = await client.get("/voices?limit=&limit=5", headers=tenant.headers)
+    assert assert_error(blank, 400, "INVALID_REQUEST")["message"].count("'limit'") == 1
