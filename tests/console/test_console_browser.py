@@ -52,6 +52,15 @@ def shoot(page: Any, name: str) -> None:
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
 
+def signed_in(browser: Any, server: Server, email: str, **options: Any) -> tuple[Any, Any]:
+    """A new browser context (`options`: its viewport, script…) and a page signed in as
+    `email`; the caller closes the context."""
+    context = browser.new_context(**options)
+    page = context.new_page()
+    sign_in(page, server, email)
+    return context, page
+
+
 def sign_in(page: Any, server: Server, email: str, password: str = PASSWORD) -> None:
     page.goto(f"{server.root}/console/")
     page.get_by_label("Email").fill(email)
@@ -229,9 +238,7 @@ def test_a_voice_named_like_a_script_shows_as_text(
 def test_phone_layout_and_other_accounts(
     browser: Any, server: Server, alice: Customer, mallory: Customer
 ) -> None:
-    context = browser.new_context(viewport=PHONE, is_mobile=True)
-    page = context.new_page()
-    sign_in(page, server, alice.email)
+    context, page = signed_in(browser, server, alice.email, viewport=PHONE, is_mobile=True)
     for name in ("keys", "voices", "usage"):
         page.goto(f"{server.root}/console/orgs/{alice.org_id}/{name}")
         width = page.evaluate("document.documentElement.scrollWidth")
@@ -245,9 +252,7 @@ def test_phone_layout_and_other_accounts(
 def test_the_keys_table_fits_a_phone_with_its_actions_on_screen(
     browser: Any, server: Server, alice: Customer
 ) -> None:
-    context = browser.new_context(viewport=PHONE, is_mobile=True)
-    page = context.new_page()
-    sign_in(page, server, alice.email)
+    context, page = signed_in(browser, server, alice.email, viewport=PHONE, is_mobile=True)
     page.goto(f"{server.root}/console/orgs/{alice.org_id}/keys")
     page.get_by_role("button", name="Create key").click()
     name = "Phone key for the staging server, with a name longer than a phone is wide"
@@ -287,9 +292,7 @@ def test_every_request_log_column_can_be_seen(
     )
     assert failed.status_code == 404
     phone = viewport is PHONE
-    context = browser.new_context(viewport=viewport, is_mobile=phone)
-    page = context.new_page()
-    sign_in(page, server, alice.email)
+    context, page = signed_in(browser, server, alice.email, viewport=viewport, is_mobile=phone)
     page.goto(f"{server.root}/console/orgs/{alice.org_id}/requests")
 
     row = page.get_by_role("row", name=re.compile(failed.headers["x-request-id"]))
@@ -314,9 +317,9 @@ def test_every_request_log_column_can_be_seen(
 def test_the_catalogue_is_searched_by_name_and_language_without_script(
     browser: Any, server: Server, alice: Customer
 ) -> None:
-    context = browser.new_context(viewport=DESKTOP, java_script_enabled=False)
-    page = context.new_page()
-    sign_in(page, server, alice.email)
+    context, page = signed_in(
+        browser, server, alice.email, viewport=DESKTOP, java_script_enabled=False
+    )
     page.goto(f"{server.root}/console/orgs/{alice.org_id}/voices")
     rows = catalogue_rows(page)
     everything = rows.count()
@@ -343,9 +346,9 @@ def test_the_catalogue_is_searched_by_name_and_language_without_script(
 def test_without_script_a_preview_opens_its_audio(
     browser: Any, server: Server, alice: Customer
 ) -> None:
-    context = browser.new_context(viewport=DESKTOP, java_script_enabled=False)
-    page = context.new_page()
-    sign_in(page, server, alice.email)
+    context, page = signed_in(
+        browser, server, alice.email, viewport=DESKTOP, java_script_enabled=False
+    )
     page.goto(f"{server.root}/console/orgs/{alice.org_id}/voices")
     preview = catalogue_rows(page).first.get_by_role("button", name=re.compile("^Play preview"))
     with page.expect_response(re.compile(r"/preview\?$")) as audio:
@@ -385,9 +388,7 @@ def test_the_keys_table_fits_a_laptop_with_its_dates_on_one_line(
     cli(server, "keys", "create", owner.org_id, "--scopes", scopes, "--monthly-units", "2000000")
     old = cli(server, "keys", "create", owner.org_id, "--name", "Old laptop")
     cli(server, "keys", "revoke", old["id"])
-    context = browser.new_context(viewport=viewport)
-    page = context.new_page()
-    sign_in(page, server, owner.email)
+    context, page = signed_in(browser, server, owner.email, viewport=viewport)
     page.goto(f"{server.root}/console/orgs/{owner.org_id}/keys")
 
     table = page.get_by_role("table")
