@@ -42,7 +42,6 @@ from bench.wer import word_errors
 from voice_service.engines.kokoro import KokoroEngine
 from voice_service.engines.piper import PiperEngine
 from voice_service.engines.protocols import Pcm, TextToSpeech
-from voice_service.engines.registry import CLONE_BASE_VOICE, load_cloner
 from voice_service.engines.speaker_embedding import SpeakerEncoder, cosine
 from voice_service.engines.whisper import WhisperEngine
 from voice_service.engines.world import (
@@ -52,6 +51,7 @@ from voice_service.engines.world import (
     VoiceProfile,
     convert,
 )
+from voice_service.inference.engines import CLONE_BASE_VOICE, load_cloner
 
 # What the base voice and the clone say.
 TEST_TEXTS = (

@@ -31,8 +31,8 @@ from bench.realtime import PIECE
 from bench.speech_set import KOKORO_LANGUAGES, KOKORO_STYLE
 from bench.wer import word_errors
 from voice_service.audio.encode import FORMATS, OutputFormat, encode
+from voice_service.core.ids import catalogue_voice_id
 from voice_service.engines.protocols import Pcm
-from voice_service.ids import catalogue_voice_id
 
 VOICES = {
     "en": "piper:en_US-joe-medium",

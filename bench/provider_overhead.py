@@ -37,8 +37,8 @@ from bench.procs import (
     free_port,
     service_env,
 )
-from voice_service.ids import catalogue_voice_id
-from voice_service.providers.table import voice_key
+from voice_service.core.ids import catalogue_voice_id
+from voice_service.inference.providers.table import voice_key
 
 CONCURRENCY = 8
 # faster-whisper-server transcribes inside its event loop, so a worker process takes one

@@ -58,10 +58,10 @@ from bench.wer import measure_name, word_errors
 from voice_service.audio.decode import decode_audio
 from voice_service.audio.encode import encode_mp3
 from voice_service.audio.formats import identify_audio
+from voice_service.core.ids import catalogue_voice_id
 from voice_service.engines.piper import PiperEngine
-from voice_service.engines.registry import load_whisper
 from voice_service.engines.whisper import prepare_base_model
-from voice_service.ids import catalogue_voice_id
+from voice_service.inference.engines import load_whisper
 from voice_service.settings import Settings
 
 VOICE_KEY = "piper:en_US-joe-medium"

@@ -33,8 +33,8 @@ import numpy.typing as npt
 from faster_whisper import WhisperModel
 
 from bench.speech_set import Clip, real_clips, synthetic_clips
-from voice_service.engines.registry import load_whisper
 from voice_service.engines.whisper import prepare_base_model
+from voice_service.inference.engines import load_whisper
 from voice_service.settings import Settings
 
 DATA_DIR = Path(tempfile.gettempdir()) / "voice-service-bench"

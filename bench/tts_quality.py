@@ -47,7 +47,7 @@ from bench.wer import measure_name, word_error_rate, word_errors
 from voice_service.engines.espeak import KEY_PREFIX as ESPEAK_PREFIX
 from voice_service.engines.espeak import EspeakEngine
 from voice_service.engines.protocols import EngineVoice, Pcm, TranscribeOptions
-from voice_service.engines.registry import Engines
+from voice_service.inference.engines import Engines
 from voice_service.settings import Settings
 from voice_service.voices.repository import catalogue_order
 

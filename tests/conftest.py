@@ -12,7 +12,7 @@ from fastapi import FastAPI
 
 from tests.helpers.app import Tenant, Tenants, fresh_database, make_settings, running
 from voice_service.app import create_app
-from voice_service.engines.registry import Engines
+from voice_service.inference.engines import Engines
 from voice_service.settings import Settings
 
 

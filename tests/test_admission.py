@@ -19,16 +19,16 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from tests.helpers.api import assert_error
 from tests.helpers.app import Tenant, Tenants, running
 from tests.helpers.voices import JOE
-from voice_service.admission import CapabilityQueue, Job
 from voice_service.app import create_app
-from voice_service.context import AppContext
-from voice_service.engines.registry import Engines
-from voice_service.errors import NodeBusy
-from voice_service.metrics.registry import Metrics
-from voice_service.models import RequestLogEntry, UsageRecord
-from voice_service.pool import InferencePool
+from voice_service.core.errors import NodeBusy
+from voice_service.core.models import RequestLogEntry, UsageRecord
+from voice_service.core.vocabulary import Capability
+from voice_service.inference.admission import CapabilityQueue, Job
+from voice_service.inference.engines import Engines
+from voice_service.inference.pool import InferencePool
+from voice_service.kit.metrics.registry import Metrics
 from voice_service.settings import Settings
-from voice_service.vocabulary import Capability
+from voice_service.web.context import AppContext
 
 pytestmark = pytest.mark.anyio
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from voice_service.engines.alignment import Alignment, TextTimer
 from voice_service.engines.chunking import split_text
 from voice_service.engines.protocols import Pcm, WordTime
-from voice_service.speech.alignment import Alignment, TextTimer
 
 RATE = 1000
 

@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from tests.helpers.app import fresh_database
 from tests.helpers.cli import unconfigured_env, voice_service
-from voice_service.db import run_in_transaction
+from voice_service.kit.db import run_in_transaction
 from voice_service.settings import Settings
 from voice_service.tenancy import service as tenancy
 

@@ -14,14 +14,14 @@ from typer.testing import CliRunner
 from tests.helpers.app import fresh_database, make_settings, running
 from tests.helpers.cli import admin_env, unconfigured_env, voice_service
 from voice_service.app import create_app
-from voice_service.auth.keys import MissingPepper, load_pepper
-from voice_service.cli import _bootstrap
-from voice_service.cli import app as cli
-from voice_service.cluster import ClusterMismatch
-from voice_service.db import run_in_transaction
-from voice_service.engines.registry import Engines
+from voice_service.cli.commands import _bootstrap
+from voice_service.cli.commands import app as cli
+from voice_service.inference.engines import Engines
+from voice_service.kit.cluster import ClusterMismatch
+from voice_service.kit.db import run_in_transaction
 from voice_service.settings import Settings
 from voice_service.tenancy import service as tenancy
+from voice_service.tenancy.keys import MissingPepper, load_pepper
 
 NODES = 3
 

@@ -19,9 +19,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from tests.helpers.app import Tenants, fresh_database, make_settings, running
 from tests.helpers.voices import JOE
 from voice_service.app import create_app
-from voice_service.db import MIGRATIONS_DIR, create_engine, migrate
-from voice_service.engines.registry import Engines
-from voice_service.models import ApiKey, UTCDateTime
+from voice_service.core.models import ApiKey, UTCDateTime
+from voice_service.inference.engines import Engines
+from voice_service.kit.db import MIGRATIONS_DIR, create_engine, migrate
 from voice_service.settings import Settings
 from voice_service.tenancy import service as tenancy
 from voice_service.tenancy import users

@@ -7,11 +7,11 @@ from datetime import timedelta
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from voice_service.console.sessions import find_session, start_session
-from voice_service.db import run_in_transaction
+from voice_service.kit.db import run_in_transaction
 from voice_service.settings import Settings
 from voice_service.tenancy import service as tenancy
 from voice_service.tenancy import users
+from voice_service.tenancy.console_sessions import find_session, start_session
 
 
 def test_a_session_lasts_its_lifetime_and_no_longer(settings: Settings) -> None:

@@ -16,13 +16,13 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from tests.helpers.app import Tenant, Tenants, fresh_database, make_settings, running
 from tests.helpers.dbfaults import refusing_log_rows
 from voice_service.app import create_app
-from voice_service.auth.principal import principal_for_key
-from voice_service.context import AppContext
-from voice_service.engines.registry import Engines
-from voice_service.errors import ClientClosedRequest, InvalidRequest, ProviderError
-from voice_service.ledger import Books, Ledger
-from voice_service.models import RequestLogEntry, UsageRecord, Voice
-from voice_service.usage.charge import Charge
+from voice_service.books.ledger import Books, Ledger
+from voice_service.books.usage.charge import Charge
+from voice_service.core.errors import ClientClosedRequest, InvalidRequest, ProviderError
+from voice_service.core.models import RequestLogEntry, UsageRecord, Voice
+from voice_service.inference.engines import Engines
+from voice_service.tenancy.principal import principal_for_key
+from voice_service.web.context import AppContext
 
 pytestmark = pytest.mark.anyio
 

@@ -15,7 +15,7 @@ from bench.speech_set import read_recording
 
 from voice_service.audio.encode import FORMATS, OutputFormat, encode
 from voice_service.engines.protocols import Pcm, TranscribeOptions
-from voice_service.engines.registry import Engines
+from voice_service.inference.engines import Engines
 from voice_service.realtime.transcription import TranscriptionSession
 
 CLIP = "librivox/sense_and_sensibility_01_austen_64kb-0870.wav"  # 7.1 s, one sentence

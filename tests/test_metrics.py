@@ -28,9 +28,9 @@ from tests.helpers.app import REDIS_URL, Tenant, Tenants, fresh_database, make_s
 from tests.helpers.servers import Server, running_server
 from tests.helpers.voices import JOE
 from voice_service.app import create_app
-from voice_service.context import AppContext
-from voice_service.engines.registry import Engines
-from voice_service.models import RequestLogEntry, UsageRecord
+from voice_service.core.models import RequestLogEntry, UsageRecord
+from voice_service.inference.engines import Engines
+from voice_service.web.context import AppContext
 
 pytestmark = pytest.mark.anyio
 

@@ -13,12 +13,12 @@ from typing import TypeVar
 
 import pytest
 
-from voice_service.admission import Job
+from voice_service.core.errors import ClientClosedRequest
+from voice_service.core.vocabulary import Capability
 from voice_service.engines.protocols import EngineError
-from voice_service.errors import ClientClosedRequest
-from voice_service.metrics.registry import Metrics
-from voice_service.pool import InferencePool
-from voice_service.vocabulary import Capability
+from voice_service.inference.admission import Job
+from voice_service.inference.pool import InferencePool
+from voice_service.kit.metrics.registry import Metrics
 
 pytestmark = pytest.mark.anyio
 

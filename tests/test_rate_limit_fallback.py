@@ -13,8 +13,8 @@ from sqlalchemy.engine import make_url
 from tests.cluster.faultproxy import FaultProxy
 from tests.helpers.app import REDIS_URL
 from tests.helpers.ports import free_port
-from voice_service.errors import RateLimited
-from voice_service.ratelimit import RateLimiter
+from voice_service.core.errors import RateLimited
+from voice_service.kit.ratelimit import RateLimiter
 
 pytestmark = pytest.mark.anyio
 

@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from tests.helpers.app import REDIS_URL
-from voice_service.errors import RateLimited
-from voice_service.ratelimit import LocalWindows, RateLimiter
+from voice_service.core.errors import RateLimited
+from voice_service.kit.ratelimit import LocalWindows, RateLimiter
 
 pytestmark = pytest.mark.anyio
 

@@ -28,8 +28,8 @@ from tests.helpers.live import LiveServer, serving
 from tests.helpers.session_messages import SessionMessages
 from tests.helpers.upstreams import providers_file
 from tests.helpers.voices import JOE
-from voice_service.engines.registry import Engines
-from voice_service.ids import catalogue_voice_id
+from voice_service.core.ids import catalogue_voice_id
+from voice_service.inference.engines import Engines
 
 pytestmark = pytest.mark.anyio
 

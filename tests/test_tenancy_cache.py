@@ -14,8 +14,7 @@ from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.helpers.app import Tenant, running
-from voice_service.context import AppContext
-from voice_service.db import create_engine, migrate, session_factory, transaction
+from voice_service.kit.db import create_engine, migrate, session_factory, transaction
 from voice_service.settings import Settings
 from voice_service.tenancy.cache import (
     MAX_STALENESS_SECONDS,
@@ -23,6 +22,7 @@ from voice_service.tenancy.cache import (
     TenancyWatcher,
     record_change,
 )
+from voice_service.web.context import AppContext
 
 pytestmark = pytest.mark.anyio
 

@@ -10,15 +10,24 @@ from typing import Any
 
 from fastapi import APIRouter, FastAPI
 
-from voice_service.auth.keys import SecretHasher, load_pepper
-from voice_service.cloning.routes import router as cloning_router
+from voice_service.api.cloning import router as cloning_router
+from voice_service.api.request_log import router as requests_router
+from voice_service.api.speech import router as speech_router
+from voice_service.api.transcription import router as transcription_router
+from voice_service.api.usage import router as usage_router
+from voice_service.api.voices import router as voices_router
+from voice_service.books.idempotency.expiry import expire_forever
+from voice_service.books.ledger import Books
+from voice_service.books.requestlog.spool import LogSpool
+from voice_service.books.requestlog.writer import RequestLogWriter
 from voice_service.cloning.samples import sample_store
-from voice_service.cluster import check_connection_budget, check_pepper
 from voice_service.console.app import install_console
 from voice_service.console.headers import ConsoleHeadersMiddleware
-from voice_service.console.password_checks import PasswordChecks
-from voice_service.context import AppContext
-from voice_service.db import (
+from voice_service.inference.engines import Engines
+from voice_service.inference.pool import InferencePool
+from voice_service.inference.providers.table import Providers
+from voice_service.kit.cluster import check_connection_budget, check_pepper
+from voice_service.kit.db import (
     STARTUP_STATEMENT_TIMEOUT,
     SqliteWriteThread,
     create_engine,
@@ -27,43 +36,34 @@ from voice_service.db import (
     session_factory,
     transaction,
 )
-from voice_service.docs import docs_router
-from voice_service.engines.registry import Engines
-from voice_service.error_handlers import install_error_handlers
-from voice_service.health import router as health_router
-from voice_service.idempotency.expiry import expire_forever
-from voice_service.ledger import Books
-from voice_service.metrics.multiprocess import shared_directory
-from voice_service.metrics.registry import Metrics
-from voice_service.metrics.routes import router as metrics_router
-from voice_service.middleware import (
+from voice_service.kit.metrics.multiprocess import shared_directory
+from voice_service.kit.metrics.registry import Metrics
+from voice_service.kit.ratelimit import RateLimiter
+from voice_service.kit.workdir import ProcessDir, claim_orphans
+from voice_service.openai_api.routes import router as openai_router
+from voice_service.realtime.routes import native_router as realtime_native_router
+from voice_service.realtime.routes import openai_router as realtime_openai_router
+from voice_service.realtime.vad import load_vad
+from voice_service.settings import Settings
+from voice_service.tenancy.cache import FreshCache, TenancyWatcher
+from voice_service.tenancy.keys import SecretHasher, load_pepper
+from voice_service.tenancy.password_checks import PasswordChecks
+from voice_service.voices.listing import VoiceListing
+from voice_service.voices.repository import list_catalogue, sync_catalogue
+from voice_service.web.context import AppContext
+from voice_service.web.docs import docs_router
+from voice_service.web.error_handlers import install_error_handlers
+from voice_service.web.health import router as health_router
+from voice_service.web.metrics import router as metrics_router
+from voice_service.web.middleware import (
     HeadAsGetMiddleware,
     RepeatedQueryMiddleware,
     RequestBodyMiddleware,
     RequestContextMiddleware,
 )
-from voice_service.openai_api.routes import router as openai_router
-from voice_service.openapi import install_openapi
-from voice_service.pool import InferencePool
-from voice_service.providers.table import Providers
-from voice_service.ratelimit import RateLimiter
-from voice_service.realtime.routes import native_router as realtime_native_router
-from voice_service.realtime.routes import openai_router as realtime_openai_router
-from voice_service.realtime.vad import load_vad
-from voice_service.requestlog.routes import router as requests_router
-from voice_service.requestlog.spool import LogSpool
-from voice_service.requestlog.writer import RequestLogWriter
-from voice_service.server import STATE_KEY, ConnectionPolicy
-from voice_service.settings import Settings
-from voice_service.speech.routes import router as speech_router
-from voice_service.tenancy.cache import FreshCache, TenancyWatcher
-from voice_service.transcription.routes import router as transcription_router
-from voice_service.uploads import MULTIPART_OVERHEAD_BYTES
-from voice_service.usage.routes import router as usage_router
-from voice_service.voices.listing import VoiceListing
-from voice_service.voices.repository import list_catalogue, sync_catalogue
-from voice_service.voices.routes import router as voices_router
-from voice_service.workdir import ProcessDir, claim_orphans
+from voice_service.web.openapi import install_openapi
+from voice_service.web.server import STATE_KEY, ConnectionPolicy
+from voice_service.web.uploads import MULTIPART_OVERHEAD_BYTES
 
 API_PREFIX = "/api/v1"
 # Entries a process keeps (least recently used go first): a principal is a few hundred
@@ -153,7 +153,7 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
         # kept for good.
         gc.collect()
         gc.freeze()
-        # The state reaches the server protocol too (voice_service.server): its timeouts
+        # The state reaches the server protocol too (voice_service.web.server): its timeouts
         # and its malformed-request rows go into these books.
         policy = ConnectionPolicy(
             settings.header_timeout_seconds,

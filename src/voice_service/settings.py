@@ -10,8 +10,8 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, BeforeValidator, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from voice_service.engines.plugins import engine_names, engines_help, parse_engine_list
-from voice_service.vocabulary import Capability
+from voice_service.core.vocabulary import Capability
+from voice_service.inference.plugins import engine_names, engines_help, parse_engine_list
 
 
 def _tts_engines(value: str) -> str:

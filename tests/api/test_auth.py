@@ -9,8 +9,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from tests.helpers.api import assert_error
 from tests.helpers.app import Tenant, Tenants
-from voice_service.auth.keys import generate_secret
 from voice_service.tenancy import service as tenancy
+from voice_service.tenancy.keys import generate_secret
 
 pytestmark = pytest.mark.anyio
 
@@ -99,7 +99,7 @@ async def test_secrets_are_never_stored_in_clear(
 
 
 async def test_key_lookup_is_by_hash(tenants: Tenants, tenant: Tenant) -> None:
-    from voice_service.models import ApiKey
+    from voice_service.core.models import ApiKey
 
     key = await tenants.run(lambda s: s.scalar(select(ApiKey).where(ApiKey.id == tenant.key_id)))
     assert key is not None

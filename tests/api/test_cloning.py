@@ -20,11 +20,11 @@ from tests.helpers.api import assert_error, clone, raised_voice_sample, speak, u
 from tests.helpers.app import Tenant, Tenants, running
 from tests.helpers.voices import JOE
 from voice_service.app import create_app
+from voice_service.core.models import Voice, VoiceSample
 from voice_service.engines.kokoro import SAMPLE_RATE as KOKORO_RATE
 from voice_service.engines.kokoro import clone_base_key
 from voice_service.engines.protocols import Pcm
-from voice_service.engines.registry import Engines, load_cloner
-from voice_service.models import Voice, VoiceSample
+from voice_service.inference.engines import Engines, load_cloner
 from voice_service.settings import Settings
 from voice_service.tenancy import service as tenancy
 

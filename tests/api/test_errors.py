@@ -15,10 +15,10 @@ from tests.helpers.api import REQUEST_ID, assert_error
 from tests.helpers.app import Tenant, Tenants, make_settings, running
 from tests.helpers.voices import JOE
 from voice_service.app import create_app
-from voice_service.db import create_engine
-from voice_service.engines.registry import Engines
-from voice_service.ids import catalogue_voice_id
-from voice_service.models import RequestLogEntry
+from voice_service.core.ids import catalogue_voice_id
+from voice_service.core.models import RequestLogEntry
+from voice_service.inference.engines import Engines
+from voice_service.kit.db import create_engine
 
 pytestmark = pytest.mark.anyio
 

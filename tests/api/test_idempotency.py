@@ -20,10 +20,10 @@ from tests.helpers.dbfaults import refusing_log_rows
 from tests.helpers.voices import JOE
 from tests.helpers.wav import silent_wav
 from voice_service.app import create_app
-from voice_service.engines.registry import Engines
-from voice_service.idempotency.expiry import remove_expired
-from voice_service.idempotency.repository import LEASE
-from voice_service.models import IdempotencyEntry, RequestLogEntry, utcnow
+from voice_service.books.idempotency.expiry import remove_expired
+from voice_service.books.idempotency.repository import LEASE
+from voice_service.core.models import IdempotencyEntry, RequestLogEntry, utcnow
+from voice_service.inference.engines import Engines
 from voice_service.settings import Settings
 
 pytestmark = pytest.mark.anyio

@@ -27,8 +27,8 @@ from tests.helpers.api import (
 from tests.helpers.app import Tenant, Tenants, running
 from tests.helpers.voices import GERMAN, JOE
 from voice_service.app import create_app
+from voice_service.books.requestlog.repository import recent_requests
 from voice_service.engines.protocols import Pcm
-from voice_service.requestlog.repository import recent_requests
 from voice_service.settings import Settings
 
 pytestmark = pytest.mark.anyio
@@ -174,7 +174,7 @@ async def test_transcription_past_its_deadline_is_502_and_not_billed(
     app = create_app(impatient)
     async with running(app) as client:
         tenant = await tenants.create()
-        with caplog.at_level(logging.WARNING, logger="voice_service.pool"):
+        with caplog.at_level(logging.WARNING, logger="voice_service.inference.pool"):
             response = await transcribe(client, tenant, data, language="en")
         error = assert_error(response, 502, "PROVIDER_ERROR")
         assert "took too long" in error["message"]

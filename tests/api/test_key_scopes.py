@@ -10,7 +10,7 @@ from tests.helpers.api import assert_error
 from tests.helpers.app import Tenant, Tenants
 from tests.helpers.voices import JOE
 from tests.helpers.wav import silent_wav
-from voice_service.vocabulary import Scope
+from voice_service.core.vocabulary import Scope
 
 pytestmark = pytest.mark.anyio
 

@@ -19,13 +19,13 @@ from sqlalchemy import select
 from tests.helpers.app import Tenants, fresh_database, make_settings, running
 from tests.helpers.dbfaults import refusing_log_rows
 from voice_service.app import create_app
-from voice_service.context import AppContext
-from voice_service.engines.registry import Engines
-from voice_service.models import RequestLogEntry
-from voice_service.requestlog.repository import LogEntry
-from voice_service.requestlog.spool import LogSpool, SpoolFull
+from voice_service.books.requestlog.repository import LogEntry
+from voice_service.books.requestlog.spool import LogSpool, SpoolFull
+from voice_service.core.models import RequestLogEntry
+from voice_service.inference.engines import Engines
+from voice_service.kit.workdir import LOCK_FILE, SPOOL_FILE, UPLOADS_DIR
 from voice_service.settings import Settings
-from voice_service.workdir import LOCK_FILE, SPOOL_FILE, UPLOADS_DIR
+from voice_service.web.context import AppContext
 
 REPLAY_WAIT_SECONDS = 60  # a bound for a loaded machine; the writer retries every second
 

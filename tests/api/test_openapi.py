@@ -14,7 +14,7 @@ from jsonschema import Draft202012Validator
 
 from tests.helpers.app import Tenant, make_settings, running
 from voice_service.app import create_app
-from voice_service.engines.registry import Engines
+from voice_service.inference.engines import Engines
 from voice_service.openai_api.voices import OPENAI_NAMES
 
 pytestmark = pytest.mark.anyio

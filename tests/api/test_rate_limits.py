@@ -12,8 +12,8 @@ import redis
 
 from tests.helpers.api import assert_error
 from tests.helpers.app import REDIS_URL, Tenant, Tenants
-from voice_service.errors import RateLimited
-from voice_service.ratelimit import RateLimiter
+from voice_service.core.errors import RateLimited
+from voice_service.kit.ratelimit import RateLimiter
 
 pytestmark = pytest.mark.anyio
 

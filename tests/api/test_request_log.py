@@ -7,8 +7,8 @@ import pytest
 from sqlalchemy import select
 
 from tests.helpers.app import Tenant, Tenants
-from voice_service.models import RequestLogEntry
-from voice_service.requestlog.repository import recent_requests
+from voice_service.books.requestlog.repository import recent_requests
+from voice_service.core.models import RequestLogEntry
 
 pytestmark = pytest.mark.anyio
 

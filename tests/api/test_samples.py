@@ -31,11 +31,11 @@ from tests.helpers.api import assert_error, clone, raised_voice_sample, usage_un
 from tests.helpers.app import Tenant, Tenants, make_settings, running
 from tests.helpers.ports import free_port
 from voice_service.app import create_app
+from voice_service.books.idempotency.expiry import remove_expired
 from voice_service.cloning import repository, samples
 from voice_service.cloning.samples import S3SampleStore
-from voice_service.engines.registry import Engines
-from voice_service.idempotency.expiry import remove_expired
-from voice_service.models import IdempotencyEntry, Voice, VoiceSample, utcnow
+from voice_service.core.models import IdempotencyEntry, Voice, VoiceSample, utcnow
+from voice_service.inference.engines import Engines
 from voice_service.settings import Settings
 
 pytestmark = pytest.mark.anyio

@@ -17,9 +17,9 @@ import pytest
 from tests.helpers.api import assert_error, usage_units
 from tests.helpers.app import Tenant, Tenants
 from tests.helpers.voices import JOE, SPANISH
+from voice_service.core.ids import catalogue_voice_id
 from voice_service.engines.protocols import TranscribeOptions
-from voice_service.engines.registry import Engines
-from voice_service.ids import catalogue_voice_id
+from voice_service.inference.engines import Engines
 
 pytestmark = pytest.mark.anyio
 

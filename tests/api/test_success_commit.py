@@ -27,8 +27,8 @@ from tests.helpers.dbfaults import refusing_log_rows
 from tests.helpers.voices import GERMAN
 from tests.helpers.wav import silent_wav
 from voice_service.app import create_app
-from voice_service.engines.registry import Engines
-from voice_service.models import RequestLogEntry, Voice
+from voice_service.core.models import RequestLogEntry, Voice
+from voice_service.inference.engines import Engines
 
 pytestmark = pytest.mark.anyio
 

@@ -16,10 +16,10 @@ from tests.helpers.app import Tenant, Tenants, running
 from tests.helpers.voices import GERMAN, JOE, JOE_KEY, SPANISH
 from voice_service.app import create_app
 from voice_service.audio.encode import MP3, AudioEncoder
-from voice_service.engines.registry import Engines
-from voice_service.ids import catalogue_voice_id
-from voice_service.models import UsageRecord
-from voice_service.requestlog.repository import recent_requests
+from voice_service.books.requestlog.repository import recent_requests
+from voice_service.core.ids import catalogue_voice_id
+from voice_service.core.models import UsageRecord
+from voice_service.inference.engines import Engines
 from voice_service.settings import Settings
 from voice_service.tenancy import service as tenancy
 

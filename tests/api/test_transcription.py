@@ -16,7 +16,7 @@ from fastapi import FastAPI
 from tests.helpers import speech_clips as clips
 from tests.helpers.api import ACCEPTED, assert_error, transcribe, usage_units
 from tests.helpers.app import Tenant, Tenants
-from voice_service.requestlog.repository import recent_requests
+from voice_service.books.requestlog.repository import recent_requests
 from voice_service.tenancy import service as tenancy
 
 pytestmark = pytest.mark.anyio

@@ -18,16 +18,16 @@ from tests.helpers.api import assert_error, speak, transcribe, usage_units
 from tests.helpers.app import Tenant, Tenants, running
 from tests.helpers.wav import silent_wav
 from voice_service.app import create_app
-from voice_service.auth.principal import principal_for_key
-from voice_service.context import AppContext
-from voice_service.engines.registry import Engines
-from voice_service.errors import ProviderError, RateLimited
-from voice_service.ledger import Ledger
-from voice_service.models import RequestLogEntry, UnitHold, UsageRecord
+from voice_service.books.ledger import Ledger
+from voice_service.books.usage.caps import HOLD_LIFETIME
+from voice_service.books.usage.charge import Charge
+from voice_service.core.errors import ProviderError, RateLimited
+from voice_service.core.models import RequestLogEntry, UnitHold, UsageRecord
+from voice_service.inference.engines import Engines
 from voice_service.settings import Settings
+from voice_service.tenancy.principal import principal_for_key
 from voice_service.tenancy.service import set_org_cap
-from voice_service.usage.caps import HOLD_LIFETIME
-from voice_service.usage.charge import Charge
+from voice_service.web.context import AppContext
 
 pytestmark = pytest.mark.anyio
 

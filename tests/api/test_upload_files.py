@@ -9,7 +9,7 @@ from fastapi import FastAPI
 from tests.helpers.api import transcribe
 from tests.helpers.app import Tenant
 from tests.helpers.wav import silent_wav
-from voice_service.context import AppContext
+from voice_service.web.context import AppContext
 
 pytestmark = pytest.mark.anyio
 

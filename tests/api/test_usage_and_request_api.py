@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from tests.helpers.app import Tenant, Tenants
 from tests.helpers.voices import JOE
-from voice_service.models import RequestLogEntry, UsageRecord, utcnow
+from voice_service.core.models import RequestLogEntry, UsageRecord, utcnow
 
 pytestmark = pytest.mark.anyio
 

@@ -12,7 +12,7 @@ from tests.helpers.api import assert_error, speak, transcribe
 from tests.helpers.app import Tenant, Tenants
 from tests.helpers.voices import GERMAN, JOE
 from tests.helpers.wav import silent_wav
-from voice_service.models import ApiKey, Voice
+from voice_service.core.models import ApiKey, Voice
 
 pytestmark = pytest.mark.anyio
 

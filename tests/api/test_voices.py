@@ -15,8 +15,8 @@ from tests.helpers.api import assert_error, clone
 from tests.helpers.app import Tenant, Tenants, running
 from tests.helpers.voices import JOE
 from voice_service.app import create_app
-from voice_service.engines.registry import Engines
-from voice_service.ids import catalogue_voice_id
+from voice_service.core.ids import catalogue_voice_id
+from voice_service.inference.engines import Engines
 from voice_service.settings import Settings
 
 pytestmark = pytest.mark.anyio

@@ -34,11 +34,11 @@ from tests.cluster.faultproxy import FaultProxy, LoopThread
 from tests.helpers.app import TEST_PEPPER, fresh_database
 from tests.helpers.ports import free_port
 from tests.helpers.voices import JOE
-from voice_service.auth.keys import SecretHasher
-from voice_service.db import run_in_transaction
-from voice_service.models import RequestLogEntry, UsageRecord
+from voice_service.core.models import RequestLogEntry, UsageRecord
+from voice_service.kit.db import run_in_transaction
 from voice_service.settings import Settings
 from voice_service.tenancy import service as tenancy
+from voice_service.tenancy.keys import SecretHasher
 
 T = TypeVar("T")
 

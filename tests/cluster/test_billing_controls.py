@@ -11,9 +11,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from tests.cluster.harness import Cluster, Key, requires_backends
 from tests.helpers.app import TEST_PEPPER
 from tests.helpers.voices import JOE
-from voice_service.auth.keys import SecretHasher
-from voice_service.db import run_in_transaction
+from voice_service.kit.db import run_in_transaction
 from voice_service.tenancy import service as tenancy
+from voice_service.tenancy.keys import SecretHasher
 
 pytestmark = requires_backends
 

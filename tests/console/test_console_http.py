@@ -23,7 +23,7 @@ from tests.helpers.console import (
 from tests.helpers.servers import Server
 from tests.helpers.voices import JOE, SPANISH
 from voice_service.console.voices import PREVIEWS_PER_MINUTE
-from voice_service.vocabulary import Scope
+from voice_service.core.vocabulary import Scope
 
 
 def sign_in_attempt(server: Server, email: str, password: str) -> httpx.Response:

@@ -12,7 +12,7 @@ import httpx
 from tests.helpers import speech_clips as clips
 from tests.helpers.console import Customer, cli, signed_in_client
 from tests.helpers.servers import Server
-from voice_service.vocabulary import UsageEndpoint
+from voice_service.core.vocabulary import UsageEndpoint
 
 
 def _column(html: str, caption: str, cell: str) -> list[str]:

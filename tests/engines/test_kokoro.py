@@ -23,7 +23,7 @@ from voice_service.engines.kokoro import (
 )
 from voice_service.engines.model_files import ModelIntegrityError
 from voice_service.engines.protocols import Pcm, TranscribeOptions
-from voice_service.engines.registry import Engines
+from voice_service.inference.engines import Engines
 
 # One sentence per language: each catalogue voice must say it so that Whisper hears it back.
 SENTENCES = {

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from voice_service.engines.plugins import LOCAL_ENGINES, engine_names
+from voice_service.core.vocabulary import Capability
 from voice_service.engines.protocols import UnknownVoice
-from voice_service.engines.registry import CLONE_BASE_VOICE, Engines
+from voice_service.inference.engines import CLONE_BASE_VOICE, Engines
+from voice_service.inference.plugins import LOCAL_ENGINES, engine_names
 from voice_service.settings import Settings
-from voice_service.vocabulary import Capability
 
 
 def test_the_settings_name_the_tables_entries_by_capability(tmp_path: Path) -> None:
@@ -63,7 +63,7 @@ def test_commands_that_load_no_engine_import_none() -> None:
     script = (
         "import sys\n"
         "from typer.testing import CliRunner\n"
-        "from voice_service.cli import app\n"
+        "from voice_service.cli.commands import app\n"
         "result = CliRunner().invoke(app, ['keys', 'list', 'org_none'])\n"
         f"print(sorted(m for m in {heavy!r} if m in sys.modules))\n"
     )
@@ -91,8 +91,8 @@ def test_whisper_runs_where_the_setting_says(tmp_path: Path) -> None:
     import ctranslate2
 
     from voice_service.engines.protocols import EngineError
-    from voice_service.engines.registry import load_transcriber
     from voice_service.engines.whisper import resolve_device
+    from voice_service.inference.engines import load_transcriber
 
     gpus = ctranslate2.get_cuda_device_count()
     assert resolve_device("auto") == ("cuda" if gpus else "cpu")

@@ -21,7 +21,6 @@ from voice_service.audio.decode import decode_audio
 from voice_service.audio.formats import identify_audio
 from voice_service.engines import whisper
 from voice_service.engines.protocols import EngineError, Segment, TranscribeOptions
-from voice_service.engines.registry import load_whisper
 from voice_service.engines.whisper import (
     BASE_MODEL_BYTES,
     BASE_MODEL_SHA256,
@@ -33,6 +32,7 @@ from voice_service.engines.whisper import (
     _WindowedWhisper,
     prepare_base_model,
 )
+from voice_service.inference.engines import load_whisper
 from voice_service.settings import Settings
 
 

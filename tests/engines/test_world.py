@@ -17,11 +17,9 @@ import pytest
 import pyworld
 from tests.helpers.speech_clips import ENGLISH_TEXTS, english_speech, espeak_speech, silence, tone
 
-from voice_service.engines.clone_base_profiles import PROFILES
 from voice_service.engines.kokoro import ALLOWED, KokoroEngine, clone_base_key
 from voice_service.engines.kokoro import SAMPLE_RATE as KOKORO_RATE
 from voice_service.engines.protocols import Pcm
-from voice_service.engines.registry import CLONE_BASE_VOICE, Engines, load_cloner
 from voice_service.engines.world import (
     BaseVoice,
     Conversion,
@@ -32,6 +30,8 @@ from voice_service.engines.world import (
     convert,
     measure_base,
 )
+from voice_service.engines.world.base_profiles import PROFILES
+from voice_service.inference.engines import CLONE_BASE_VOICE, Engines, load_cloner
 
 PIPER_RATE = 22050
 

@@ -13,8 +13,8 @@ from sqlalchemy import select
 from tests.helpers import speech_clips as clips
 from tests.helpers.app import Tenant, Tenants
 from tests.helpers.voices import JOE
+from voice_service.core.models import UsageRecord
 from voice_service.engines.protocols import Pcm
-from voice_service.models import UsageRecord
 
 REQUEST_ID = re.compile(r"^req_[0-9a-f]{24}$")
 # What the native API's 415 lists as accepted.

@@ -22,11 +22,11 @@ from fastapi import FastAPI
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from voice_service.auth.keys import SecretHasher
-from voice_service.db import run_in_transaction
+from voice_service.core.vocabulary import Scope
+from voice_service.kit.db import run_in_transaction
 from voice_service.settings import Settings
 from voice_service.tenancy import service as tenancy
-from voice_service.vocabulary import Scope
+from voice_service.tenancy.keys import SecretHasher
 
 TEST_PEPPER = "test-pepper"
 REDIS_URL = os.environ.get("VOICE_SERVICE_REDIS_URL")

@@ -12,7 +12,7 @@ from pathlib import Path
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from tests.helpers.app import TEST_PEPPER
-from voice_service.db import run_in_transaction
+from voice_service.kit.db import run_in_transaction
 from voice_service.settings import Settings
 
 # The script `pip install` puts beside the interpreter: what the README runs.

@@ -24,13 +24,13 @@ from tests.helpers.app import Tenant, Tenants
 from tests.helpers.ports import free_port
 from tests.helpers.waiting import eventually
 from voice_service.app import create_app
-from voice_service.engines.registry import Engines
-from voice_service.models import RequestLogEntry, UsageRecord
-from voice_service.server import HttpProtocol
+from voice_service.core.models import RequestLogEntry, UsageRecord
+from voice_service.inference.engines import Engines
 from voice_service.settings import Settings
+from voice_service.web.server import HttpProtocol
 
 # The server's records that show what it did when (see `ServerLog`).
-EVIDENCE_LOGGERS = ("voice_service.speech.service", "voice_service.streaming")
+EVIDENCE_LOGGERS = ("voice_service.speech.service", "voice_service.web.streaming")
 
 
 class ServerLog(logging.Handler):

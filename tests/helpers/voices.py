@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from voice_service.ids import catalogue_voice_id
+from voice_service.core.ids import catalogue_voice_id
 
 JOE_KEY = "piper:en_US-joe-medium"
 JOE = catalogue_voice_id(JOE_KEY)

@@ -9,7 +9,7 @@ import pytest
 
 from tests.helpers.app import make_settings
 from tests.helpers.live import LiveServer, serving
-from voice_service.engines.registry import Engines
+from voice_service.inference.engines import Engines
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from tests.helpers.app import make_settings
 from tests.helpers.live import LiveServer, audio_duration, serving
 from tests.helpers.voices import JOE
 from tests.helpers.waiting import eventually
-from voice_service.engines.registry import Engines
+from voice_service.inference.engines import Engines
 
 PARAGRAPH = (
     "Streaming starts playing at once. Each sentence is sent when it is spoken. "

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.servers import CLI
-from voice_service.providers.config import ProvidersFileError, load_providers
+from voice_service.inference.providers.config import ProvidersFileError, load_providers
 
 GOOD = """\
 [[provider]]

@@ -22,9 +22,9 @@ from tests.helpers.live import audio_duration
 from tests.helpers.speech_clips import english_speech, write_audio
 from tests.helpers.upstreams import providers_file
 from voice_service.app import create_app
-from voice_service.engines.registry import Engines
-from voice_service.ids import catalogue_voice_id
-from voice_service.models import UsageRecord, Voice
+from voice_service.core.ids import catalogue_voice_id
+from voice_service.core.models import UsageRecord, Voice
+from voice_service.inference.engines import Engines
 
 pytestmark = pytest.mark.anyio
 TEXT = "Hello from ElevenLabs."

@@ -46,15 +46,15 @@ from tests.helpers.voices import JOE_KEY
 from tests.helpers.waiting import eventually
 from voice_service.app import create_app
 from voice_service.audio.encode import FORMATS, OutputFormat
-from voice_service.context import AppContext
-from voice_service.engines.registry import Engines
-from voice_service.idempotency.keys import RELEASED_HEADER, REPLAYED_HEADER
-from voice_service.ids import catalogue_voice_id
-from voice_service.models import RequestLogEntry, UsageRecord
-from voice_service.providers.provider import Provider
-from voice_service.providers.replicas import LEFT_OUT_SECONDS
-from voice_service.providers.wire import speech_bytes
+from voice_service.books.idempotency.keys import RELEASED_HEADER, REPLAYED_HEADER
+from voice_service.core.ids import catalogue_voice_id
+from voice_service.core.models import RequestLogEntry, UsageRecord
+from voice_service.inference.engines import Engines
+from voice_service.inference.providers.provider import Provider
+from voice_service.inference.providers.replicas import LEFT_OUT_SECONDS
+from voice_service.inference.providers.wire import speech_bytes
 from voice_service.settings import Settings
+from voice_service.web.context import AppContext
 
 T = TypeVar("T")
 KEY_ENV = "FAULTS_NODE_B_KEY"

@@ -8,8 +8,8 @@ from contextlib import AsyncExitStack
 
 import pytest
 
-from voice_service.errors import NodeBusy
-from voice_service.providers.replicas import (
+from voice_service.core.errors import NodeBusy
+from voice_service.inference.providers.replicas import (
     FAILURES_TO_LEAVE_OUT,
     LEFT_OUT_SECONDS,
     NoReplica,

@@ -10,8 +10,8 @@ import httpx
 import pytest
 
 from voice_service.audio.output_formats import NAMED_FORMATS
-from voice_service.providers.wire import ElevenLabsWire, Garbage, timed_speech_bytes
-from voice_service.speech.alignment import Alignment
+from voice_service.engines.alignment import Alignment
+from voice_service.inference.providers.wire import ElevenLabsWire, Garbage, timed_speech_bytes
 
 AUDIO = base64.b64encode(b"\x00\x01" * 4).decode()
 GOOD = {

@@ -20,9 +20,9 @@ from tests.helpers.live import LiveServer, audio_duration, serving
 from tests.helpers.speech_clips import ENGLISH_TEXT, english_speech, write_audio
 from tests.helpers.upstreams import FasterWhisperServer, faster_whisper_server, providers_file
 from voice_service.app import create_app
-from voice_service.engines.registry import Engines
-from voice_service.ids import catalogue_voice_id
-from voice_service.models import RequestLogEntry, UsageRecord
+from voice_service.core.ids import catalogue_voice_id
+from voice_service.core.models import RequestLogEntry, UsageRecord
+from voice_service.inference.engines import Engines
 from voice_service.settings import Settings
 
 pytestmark = pytest.mark.anyio

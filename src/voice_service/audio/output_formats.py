@@ -4,7 +4,7 @@ formats phones (8 kHz G.711), players and voice agents (raw PCM at their own rat
 from __future__ import annotations
 
 from voice_service.audio.encode import MP3, AudioFormat
-from voice_service.errors import InvalidRequest
+from voice_service.core.errors import InvalidRequest
 
 PARAMETER = "output_format"
 

@@ -8,7 +8,7 @@ from collections.abc import Collection
 from sqlalchemy import delete, func, null, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from voice_service.models import Organization, Voice, VoiceSample, utcnow
+from voice_service.core.models import Organization, Voice, VoiceSample, utcnow
 from voice_service.tenancy.cache import record_change
 from voice_service.voices.repository import CLONED
 

@@ -35,8 +35,8 @@ from urllib.parse import urlsplit
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from voice_service.cloning import repository
-from voice_service.errors import ProviderError
-from voice_service.models import utcnow
+from voice_service.core.errors import ProviderError
+from voice_service.core.models import utcnow
 from voice_service.settings import Settings
 
 logger = logging.getLogger(__name__)

@@ -11,28 +11,28 @@ from typing import Any
 
 import numpy as np
 
-from voice_service.admission import Job
 from voice_service.audio.decode import decode_audio
 from voice_service.audio.formats import identify_audio
-from voice_service.auth.principal import Principal
+from voice_service.books.ledger import Ledger
+from voice_service.books.usage.charge import Charge
 from voice_service.cloning import repository
 from voice_service.cloning.schemas import CONSENT_TEXT, MAX_DESCRIPTION_LENGTH, MAX_NAME_LENGTH
-from voice_service.context import AppContext
-from voice_service.db import transaction
-from voice_service.engines.plugins import CLONER, DECODER
+from voice_service.core.errors import InvalidRequest, NotFound, ProviderError, VoiceNotFound
+from voice_service.core.ids import new_id
+from voice_service.core.models import Voice, utcnow
+from voice_service.core.vocabulary import Capability, UsageEndpoint
 from voice_service.engines.protocols import EngineError, Pcm, UnusableSample, VoiceCloner
-from voice_service.errors import InvalidRequest, NotFound, ProviderError, VoiceNotFound
-from voice_service.ids import new_id
-from voice_service.ledger import Ledger
-from voice_service.models import Voice, utcnow
-from voice_service.providers.provider import Provider
-from voice_service.providers.table import voice_key
-from voice_service.providers.wire import UPLOAD_NAMES, AudioFile
-from voice_service.uploads import audio_errors_as_api_errors
-from voice_service.usage.charge import Charge
-from voice_service.vocabulary import Capability, UsageEndpoint
+from voice_service.inference.admission import Job
+from voice_service.inference.plugins import CLONER, DECODER
+from voice_service.inference.providers.provider import Provider
+from voice_service.inference.providers.table import voice_key
+from voice_service.inference.providers.wire import UPLOAD_NAMES, AudioFile
+from voice_service.kit.db import transaction
+from voice_service.kit.waiting import unless_set
+from voice_service.tenancy.principal import Principal
 from voice_service.voices.repository import CLONED, PROVIDER, get_visible
-from voice_service.waiting import unless_set
+from voice_service.web.context import AppContext
+from voice_service.web.uploads import audio_errors_as_api_errors
 
 logger = logging.getLogger(__name__)
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from fastapi import Request
 
-from voice_service.auth.principal import Principal, principal_for_key
 from voice_service.console.repository import console_key_id
-from voice_service.context import AppContext
-from voice_service.db import transaction
-from voice_service.deps import admit, check_service
-from voice_service.errors import InternalError
-from voice_service.models import Organization
+from voice_service.core.errors import InternalError
+from voice_service.core.models import Organization
+from voice_service.kit.db import transaction
+from voice_service.tenancy.principal import Principal, principal_for_key
+from voice_service.web.context import AppContext
+from voice_service.web.deps import admit, check_service
 
 
 async def act_for_org(

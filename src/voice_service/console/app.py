@@ -7,14 +7,14 @@ from pathlib import Path
 from fastapi import APIRouter, FastAPI, Request, Response
 from fastapi.staticfiles import StaticFiles
 
+from voice_service.books.ledger import Ledger
 from voice_service.console import keys, request_log, root, sign_in, usage, voices
 from voice_service.console.auth import PageNotFound, SignInRequired
 from voice_service.console.pages import CONSOLE_PREFIX, redirect, render
 from voice_service.console.previews import Previews
 from voice_service.console.security import CsrfRefused
-from voice_service.error_handlers import error_response
-from voice_service.errors import ApiError
-from voice_service.ledger import Ledger
+from voice_service.core.errors import ApiError
+from voice_service.web.error_handlers import error_response
 
 STATIC_DIR = Path(__file__).parent / "static"
 

@@ -8,9 +8,9 @@ from enum import StrEnum
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from voice_service.console.sessions import SignedIn
-from voice_service.ids import new_id
-from voice_service.models import AuditEvent
+from voice_service.core.ids import new_id
+from voice_service.core.models import AuditEvent
+from voice_service.tenancy.console_sessions import SignedIn
 
 
 class Action(StrEnum):

@@ -10,9 +10,9 @@ from starlette.datastructures import FormData
 
 from voice_service.console.repository import account_org
 from voice_service.console.security import SESSION_COOKIE, check_csrf
-from voice_service.console.sessions import SignedIn, find_session
-from voice_service.deps import Context
-from voice_service.models import Organization
+from voice_service.core.models import Organization
+from voice_service.tenancy.console_sessions import SignedIn, find_session
+from voice_service.web.deps import Context
 
 MAX_FORM_FIELDS = 16
 MAX_FORM_FIELD_BYTES = 64 * 1024

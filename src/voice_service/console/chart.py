@@ -11,9 +11,9 @@ from datetime import date, timedelta
 
 from markupsafe import Markup, escape
 
+from voice_service.books.usage.repository import DailyUsage
 from voice_service.console.words import quantity
-from voice_service.usage.repository import DailyUsage
-from voice_service.vocabulary import UsageEndpoint
+from voice_service.core.vocabulary import UsageEndpoint
 
 WIDTH, HEIGHT = 760, 260
 LEFT, RIGHT, TOP, BOTTOM = 48, 12, 12, 28

@@ -11,10 +11,10 @@ from voice_service.console.auth import CurrentOrg, PageNotFound, SignedInUser, c
 from voice_service.console.pages import redirect, render
 from voice_service.console.repository import org_key, org_keys
 from voice_service.console.security import client_ip
-from voice_service.console.sessions import SignedIn
-from voice_service.db import transaction
-from voice_service.deps import Context
-from voice_service.models import Organization
+from voice_service.core.models import Organization
+from voice_service.core.vocabulary import Scope
+from voice_service.kit.db import transaction
+from voice_service.tenancy.console_sessions import SignedIn
 from voice_service.tenancy.rate_limits import (
     InvalidRateLimit,
     InvalidUnitCap,
@@ -22,7 +22,7 @@ from voice_service.tenancy.rate_limits import (
     parse_unit_cap,
 )
 from voice_service.tenancy.service import create_key, revoke_key
-from voice_service.vocabulary import Scope
+from voice_service.web.deps import Context
 
 router = APIRouter()
 

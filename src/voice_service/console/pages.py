@@ -12,9 +12,9 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup, escape
 
 from voice_service.console.security import secure_headers
-from voice_service.console.sessions import SignedIn
 from voice_service.console.words import noun, quantity
-from voice_service.models import Organization
+from voice_service.core.models import Organization
+from voice_service.tenancy.console_sessions import SignedIn
 
 CONSOLE_PREFIX = "/console"
 

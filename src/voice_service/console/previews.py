@@ -7,10 +7,10 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 
-from voice_service.context import AppContext
-from voice_service.ledger import Ledger
-from voice_service.models import Voice
+from voice_service.books.ledger import Ledger
+from voice_service.core.models import Voice
 from voice_service.speech.service import speak
+from voice_service.web.context import AppContext
 
 MAX_CACHED = 64
 SENTENCES = {

@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from sqlalchemy import Insert, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from voice_service.auth.keys import SecretHasher, generate_secret
-from voice_service.db import insert_if_absent
-from voice_service.ids import new_id
-from voice_service.models import LIVE_CONSOLE_KEY, ApiKey, Organization
+from voice_service.core.ids import new_id
+from voice_service.core.models import LIVE_CONSOLE_KEY, ApiKey, Organization
+from voice_service.kit.db import insert_if_absent
+from voice_service.tenancy.keys import SecretHasher, generate_secret
 
 API, CONSOLE = "api", "console"
 

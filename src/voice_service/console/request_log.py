@@ -6,10 +6,7 @@ from collections.abc import Sequence
 
 from fastapi import APIRouter, Request, Response
 
-from voice_service.console.auth import CurrentOrg, SignedInUser
-from voice_service.console.pages import render
-from voice_service.deps import Context
-from voice_service.requestlog.repository import (
+from voice_service.books.requestlog.repository import (
     ENDPOINTS,
     STATUS_CLASSES,
     BilledRequest,
@@ -17,6 +14,9 @@ from voice_service.requestlog.repository import (
     find_request,
     page_requests,
 )
+from voice_service.console.auth import CurrentOrg, SignedInUser
+from voice_service.console.pages import render
+from voice_service.web.deps import Context
 
 router = APIRouter()
 

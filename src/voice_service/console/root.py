@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import Request, Response
 
 from voice_service.console.pages import CONSOLE_PREFIX, redirect
-from voice_service.errors import NotFound
+from voice_service.core.errors import NotFound
 
 # One URL, two answers chosen by Accept: caches must keep them apart.
 _VARY = {"Vary": "Accept"}

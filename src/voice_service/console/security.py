@@ -9,7 +9,7 @@ import time
 
 from fastapi import Request, Response
 
-from voice_service.auth.keys import SecretHasher
+from voice_service.tenancy.keys import SecretHasher
 
 SESSION_COOKIE = "vs_console"
 # Before sign-in there is no session to hold a CSRF token: the sign-in form's token is

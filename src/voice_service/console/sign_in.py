@@ -18,7 +18,6 @@ from voice_service.console.auth import (
     checked_form,
 )
 from voice_service.console.pages import CONSOLE_PREFIX, redirect, render
-from voice_service.console.password_checks import ChecksBusy
 from voice_service.console.repository import account_orgs
 from voice_service.console.security import (
     PRE_SESSION_COOKIE,
@@ -30,12 +29,11 @@ from voice_service.console.security import (
     new_pre_session_token,
     set_cookie,
 )
-from voice_service.console.sessions import end_session, find_session, start_session
-from voice_service.context import AppContext
-from voice_service.db import transaction
-from voice_service.deps import Context
-from voice_service.errors import RateLimited
-from voice_service.models import Account, User, utcnow
+from voice_service.core.errors import RateLimited
+from voice_service.core.models import Account, User, utcnow
+from voice_service.kit.db import transaction
+from voice_service.tenancy.console_sessions import end_session, find_session, start_session
+from voice_service.tenancy.password_checks import ChecksBusy
 from voice_service.tenancy.service import SUSPENDED
 from voice_service.tenancy.users import (
     DISABLED,
@@ -44,6 +42,8 @@ from voice_service.tenancy.users import (
     find_by_email,
     normalize_email,
 )
+from voice_service.web.context import AppContext
+from voice_service.web.deps import Context
 
 logger = logging.getLogger(__name__)
 router = APIRouter()

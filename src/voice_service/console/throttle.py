@@ -15,8 +15,8 @@ from datetime import datetime, timedelta
 from sqlalchemy import delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from voice_service.db import insert_if_absent
-from voice_service.models import SignInThrottle, User, utcnow
+from voice_service.core.models import SignInThrottle, User, utcnow
+from voice_service.kit.db import insert_if_absent
 
 FREE_FAILURES = 5
 FIRST_DELAY_SECONDS = 30

@@ -9,13 +9,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
-from voice_service.console.auth import CurrentOrg, SignedInUser
-from voice_service.console.chart import endpoint_colours, endpoint_order, usage_chart
-from voice_service.console.pages import render
-from voice_service.console.security import secure_headers
-from voice_service.deps import Context
-from voice_service.usage.period import InvalidPeriod, parse_day, usage_period
-from voice_service.usage.repository import (
+from voice_service.books.usage.period import InvalidPeriod, parse_day, usage_period
+from voice_service.books.usage.repository import (
     DailyUsage,
     GroupUsage,
     daily_usage,
@@ -24,6 +19,11 @@ from voice_service.usage.repository import (
     usage_by_key,
     usage_by_voice,
 )
+from voice_service.console.auth import CurrentOrg, SignedInUser
+from voice_service.console.chart import endpoint_colours, endpoint_order, usage_chart
+from voice_service.console.pages import render
+from voice_service.console.security import secure_headers
+from voice_service.web.deps import Context
 
 router = APIRouter()
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from voice_service.models import Voice
+from voice_service.core.models import Voice
 
 
 def primary_language(tag: str) -> str:

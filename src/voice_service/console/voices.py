@@ -10,6 +10,7 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Depends, Request, Response
 from pydantic import ValidationError
 
+from voice_service.books.ledger import Ledger
 from voice_service.cloning.schemas import MAX_DESCRIPTION_LENGTH, MAX_NAME_LENGTH
 from voice_service.cloning.service import (
     CloneRequest,
@@ -23,18 +24,17 @@ from voice_service.console.auth import CurrentOrg, PageNotFound, SignedInUser, c
 from voice_service.console.pages import CONSOLE_PREFIX, redirect, render
 from voice_service.console.previews import Previews
 from voice_service.console.security import check_csrf, client_ip
-from voice_service.console.sessions import SignedIn
 from voice_service.console.voice_search import CatalogueSearch, languages
-from voice_service.db import transaction
-from voice_service.deps import Context
-from voice_service.errors import ApiError, InvalidRequest, describe_errors
-from voice_service.ledger import Ledger
-from voice_service.models import Organization
+from voice_service.core.errors import ApiError, InvalidRequest, describe_errors
+from voice_service.core.models import Organization
+from voice_service.core.vocabulary import Service
+from voice_service.kit.db import transaction
 from voice_service.speech.schemas import MAX_TEXT_LENGTH, SpeechRequest
 from voice_service.speech.service import synthesize_speech
-from voice_service.uploads import receive_audio_upload
-from voice_service.vocabulary import Service
+from voice_service.tenancy.console_sessions import SignedIn
 from voice_service.voices.repository import CLONED, get_visible, list_catalogue, list_clones
+from voice_service.web.deps import Context
+from voice_service.web.uploads import receive_audio_upload
 
 router = APIRouter()
 

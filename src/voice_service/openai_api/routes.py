@@ -14,18 +14,10 @@ from fastapi import APIRouter, Depends, Path, Request, Response
 
 from voice_service.audio.encode import FORMATS
 from voice_service.audio.formats import OPENAI_AUDIO
-from voice_service.auth.principal import Principal
-from voice_service.deps import (
-    Authenticated,
-    Context,
-    IdempotencyKey,
-    RequestLedger,
-    Speaker,
-    require,
-)
+from voice_service.books.ledger import Ledger
+from voice_service.core.errors import ApiError, InvalidRequest, NotFound
+from voice_service.core.vocabulary import Scope, Service, UsageEndpoint
 from voice_service.engines.protocols import TranscribeOptions
-from voice_service.errors import ApiError, InvalidRequest, NotFound
-from voice_service.ledger import Ledger
 from voice_service.openai_api import transcripts
 from voice_service.openai_api.schemas import (
     STT_MODELS,
@@ -36,14 +28,8 @@ from voice_service.openai_api.schemas import (
     TranscriptFormat,
 )
 from voice_service.openai_api.voices import voice_id_for
-from voice_service.schemas import (
-    json_request_body,
-    multipart_request_body,
-    openai_error_responses,
-    parse_json,
-)
 from voice_service.speech.service import stream_speech
-from voice_service.streaming import MeteredStream
+from voice_service.tenancy.principal import Principal
 from voice_service.transcription.service import (
     AudioInfo,
     TimedTranscript,
@@ -54,8 +40,22 @@ from voice_service.transcription.service import (
     transcript_parts,
     transcription_charge,
 )
-from voice_service.uploads import AudioPolicy, Upload, receive_audio_upload
-from voice_service.vocabulary import Scope, Service, UsageEndpoint
+from voice_service.web.deps import (
+    Authenticated,
+    Context,
+    IdempotencyKey,
+    RequestLedger,
+    Speaker,
+    require,
+)
+from voice_service.web.schemas import (
+    json_request_body,
+    multipart_request_body,
+    openai_error_responses,
+    parse_json,
+)
+from voice_service.web.streaming import MeteredStream
+from voice_service.web.uploads import AudioPolicy, Upload, receive_audio_upload
 
 router = APIRouter(prefix="/v1", tags=["OpenAI-compatible"])
 SSE = "text/event-stream"

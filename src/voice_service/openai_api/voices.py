@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from voice_service import models
-from voice_service.engines.registry import CLONE_BASE_VOICE
-from voice_service.ids import catalogue_voice_id
+from voice_service.core import models
+from voice_service.core.ids import catalogue_voice_id
+from voice_service.inference.engines import CLONE_BASE_VOICE
 
 # Each of OpenAI's names speaks with one voice: Piper's Joe, the first English voice
 # GET /api/v1/voices lists among the local engines' (Piper ranks first: a sixth of Kokoro's

@@ -30,10 +30,11 @@ from typing import Any
 
 from voice_service.audio.encode import AudioEncoder, AudioFormat
 from voice_service.audio.output_formats import parse_output_format
-from voice_service.auth.principal import Principal
-from voice_service.context import AppContext
-from voice_service.errors import ApiError, InternalError, RateLimited, session_message
-from voice_service.models import Voice
+from voice_service.books.usage.charge import Charge
+from voice_service.core.errors import ApiError, InternalError, RateLimited, session_message
+from voice_service.core.models import Voice
+from voice_service.core.vocabulary import UsageEndpoint
+from voice_service.engines.alignment import Alignment
 from voice_service.realtime.upgrade import (
     FINISH_SHARE,
     Ending,
@@ -41,11 +42,10 @@ from voice_service.realtime.upgrade import (
     UnitGate,
     next_message,
 )
-from voice_service.speech.alignment import Alignment
 from voice_service.speech.service import is_remote, speech_chunks, timed_speech
-from voice_service.usage.charge import Charge
-from voice_service.vocabulary import UsageEndpoint
+from voice_service.tenancy.principal import Principal
 from voice_service.voices.service import find_voice
+from voice_service.web.context import AppContext
 
 logger = logging.getLogger(__name__)
 

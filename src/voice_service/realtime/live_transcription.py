@@ -13,14 +13,14 @@ from fractions import Fraction
 
 import numpy as np
 
-from voice_service.admission import Job
 from voice_service.audio.encode import FORMATS, OutputFormat, encode
-from voice_service.auth.principal import Principal
-from voice_service.context import AppContext
+from voice_service.books.ledger import Ledger
+from voice_service.books.usage.charge import Charge
+from voice_service.core.errors import ProviderError, RateLimited
+from voice_service.core.vocabulary import Capability, UsageEndpoint
 from voice_service.engines.protocols import EngineError, Pcm, SpeechToText, TranscribeOptions
-from voice_service.errors import ProviderError, RateLimited
-from voice_service.ledger import Ledger
-from voice_service.providers.wire import AudioFile
+from voice_service.inference.admission import Job
+from voice_service.inference.providers.wire import AudioFile
 from voice_service.realtime.audio_in import RATE, Floats
 from voice_service.realtime.transcription import TranscriptionSession
 from voice_service.realtime.upgrade import (
@@ -30,9 +30,9 @@ from voice_service.realtime.upgrade import (
     UnitGate,
     next_message,
 )
+from voice_service.tenancy.principal import Principal
 from voice_service.transcription.service import known_languages, parse_language
-from voice_service.usage.charge import Charge
-from voice_service.vocabulary import Capability, UsageEndpoint
+from voice_service.web.context import AppContext
 
 logger = logging.getLogger(__name__)
 

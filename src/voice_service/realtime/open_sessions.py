@@ -20,10 +20,10 @@ from datetime import datetime, timedelta
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from voice_service.auth.principal import Principal
-from voice_service.db import transaction
-from voice_service.errors import RateLimited
-from voice_service.models import ApiKey, RealtimeSession
+from voice_service.core.errors import RateLimited
+from voice_service.core.models import ApiKey, RealtimeSession
+from voice_service.kit.db import transaction
+from voice_service.tenancy.principal import Principal
 
 logger = logging.getLogger(__name__)
 

@@ -7,13 +7,13 @@ from collections.abc import Awaitable, Callable
 
 from fastapi import APIRouter, WebSocket
 
-from voice_service.auth.principal import Principal
-from voice_service.context import AppContext
-from voice_service.errors import InvalidRequest
+from voice_service.core.errors import InvalidRequest
+from voice_service.core.vocabulary import Scope, Service, UsageEndpoint
 from voice_service.realtime.input_streaming import preparer, run_input_stream
 from voice_service.realtime.live_transcription import check_transcriber, run_transcription
 from voice_service.realtime.upgrade import serve_session
-from voice_service.vocabulary import Scope, Service, UsageEndpoint
+from voice_service.tenancy.principal import Principal
+from voice_service.web.context import AppContext
 
 # An endpoint's own checks of an upgrade, after the key's (see `serve_session`).
 Prepare = Callable[[AppContext, Principal], Awaitable[None]]

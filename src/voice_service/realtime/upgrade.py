@@ -26,10 +26,9 @@ from starlette.responses import Response
 from starlette.types import Message
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 
-from voice_service.auth.principal import Principal, principal_for_key
-from voice_service.context import AppContext
-from voice_service.deps import authenticate_secret, check_scope
-from voice_service.errors import (
+from voice_service.books.ledger import Ledger, log_failure
+from voice_service.books.usage.charge import Charge
+from voice_service.core.errors import (
     AccountSuspended,
     ApiError,
     InvalidApiKey,
@@ -37,10 +36,11 @@ from voice_service.errors import (
     RateLimited,
     envelope_bytes,
 )
-from voice_service.ledger import Ledger, log_failure
+from voice_service.core.vocabulary import Scope, Service
 from voice_service.realtime.open_sessions import open_session
-from voice_service.usage.charge import Charge
-from voice_service.vocabulary import Scope, Service
+from voice_service.tenancy.principal import Principal, principal_for_key
+from voice_service.web.context import AppContext
+from voice_service.web.deps import authenticate_secret, check_scope
 
 logger = logging.getLogger(__name__)
 

@@ -19,24 +19,24 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from voice_service.admission import Job
 from voice_service.audio.encode import MP3, AudioEncoder, AudioFormat
-from voice_service.auth.principal import Principal
-from voice_service.context import AppContext
+from voice_service.books.ledger import Ledger
+from voice_service.books.usage.charge import Charge
+from voice_service.core.errors import InvalidRequest, NotFound, ProviderError
+from voice_service.core.models import Voice
+from voice_service.core.vocabulary import Capability, UsageEndpoint
+from voice_service.engines.alignment import Alignment, TextTimer
 from voice_service.engines.deadline import Deadline
 from voice_service.engines.protocols import EngineError, UnknownVoice
-from voice_service.engines.registry import Engines, SpokenChunk
-from voice_service.errors import InvalidRequest, NotFound, ProviderError
-from voice_service.ledger import Ledger
-from voice_service.models import Voice
-from voice_service.providers.table import ProviderVoice
-from voice_service.providers.wire import SLOWEST_SPEECH
-from voice_service.speech.alignment import Alignment, TextTimer
+from voice_service.inference.admission import Job
+from voice_service.inference.engines import Engines, SpokenChunk
+from voice_service.inference.providers.table import ProviderVoice
+from voice_service.inference.providers.wire import SLOWEST_SPEECH
 from voice_service.speech.schemas import SpeechRequest
-from voice_service.streaming import started
-from voice_service.usage.charge import Charge
-from voice_service.vocabulary import Capability, UsageEndpoint
+from voice_service.tenancy.principal import Principal
 from voice_service.voices.service import find_voice
+from voice_service.web.context import AppContext
+from voice_service.web.streaming import started
 
 logger = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from sqlalchemy import event, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 from sqlalchemy.orm import Session
 
-from voice_service.models import TenancyVersion
+from voice_service.core.models import TenancyVersion
 
 logger = logging.getLogger(__name__)
 

@@ -9,11 +9,11 @@ from typing import Literal
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from voice_service.auth.keys import SecretHasher, generate_secret
-from voice_service.ids import new_id
-from voice_service.models import Account, ApiKey, Organization, utcnow
+from voice_service.core.ids import new_id
+from voice_service.core.models import Account, ApiKey, Organization, utcnow
+from voice_service.core.vocabulary import Scope, Service
 from voice_service.tenancy.cache import record_change
-from voice_service.vocabulary import Scope, Service
+from voice_service.tenancy.keys import SecretHasher, generate_secret
 
 TenantKind = Literal["account", "org"]
 ACTIVE, SUSPENDED = "active", "suspended"

@@ -14,9 +14,9 @@ from argon2.exceptions import InvalidHashError, VerificationError
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from voice_service.console.sessions import end_user_sessions
-from voice_service.ids import new_id
-from voice_service.models import User
+from voice_service.core.ids import new_id
+from voice_service.core.models import User
+from voice_service.tenancy.console_sessions import end_user_sessions
 from voice_service.tenancy.service import ACTIVE, UnknownId, require_account
 
 MIN_PASSWORD_LENGTH = 12

@@ -16,26 +16,26 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
-from voice_service.admission import Job
 from voice_service.audio.decode import DecodedAudio, decode_audio
 from voice_service.audio.formats import AcceptedAudio, identify_audio
-from voice_service.context import AppContext
+from voice_service.books.ledger import Ledger
+from voice_service.books.usage.charge import Charge
+from voice_service.core.errors import InvalidRequest, ProviderError
+from voice_service.core.vocabulary import Capability
 from voice_service.engines.deadline import InferenceBudget
-from voice_service.engines.plugins import DECODER
 from voice_service.engines.protocols import (
     EngineError,
     Segment,
     SpeechToText,
     TranscribeOptions,
 )
-from voice_service.errors import InvalidRequest, ProviderError
-from voice_service.ledger import Ledger
-from voice_service.providers.provider import Provider
-from voice_service.providers.wire import UPLOAD_NAMES, AudioFile
-from voice_service.uploads import NATIVE_POLICY, AudioPolicy, audio_errors_as_api_errors
-from voice_service.usage.charge import Charge
-from voice_service.vocabulary import Capability
-from voice_service.waiting import unless_set
+from voice_service.inference.admission import Job
+from voice_service.inference.plugins import DECODER
+from voice_service.inference.providers.provider import Provider
+from voice_service.inference.providers.wire import UPLOAD_NAMES, AudioFile
+from voice_service.kit.waiting import unless_set
+from voice_service.web.context import AppContext
+from voice_service.web.uploads import NATIVE_POLICY, AudioPolicy, audio_errors_as_api_errors
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from voice_service import models
+from voice_service.core import models
 from voice_service.openai_api.voices import openai_voice_id
 from voice_service.voices.schemas import Voice
 

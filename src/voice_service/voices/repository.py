@@ -7,11 +7,11 @@ from collections.abc import Sequence
 from sqlalchemy import ColumnElement, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from voice_service.engines.plugins import engine_names
+from voice_service.core.ids import catalogue_voice_id
+from voice_service.core.models import Voice, utcnow
+from voice_service.core.vocabulary import Capability
 from voice_service.engines.protocols import EngineVoice
-from voice_service.ids import catalogue_voice_id
-from voice_service.models import Voice, utcnow
-from voice_service.vocabulary import Capability
+from voice_service.inference.plugins import engine_names
 
 PROVIDER, CLONED = "PROVIDER", "CLONED"
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from voice_service.auth.principal import Principal
-from voice_service.context import AppContext
-from voice_service.errors import VoiceNotFound
-from voice_service.models import Voice
+from voice_service.core.errors import VoiceNotFound
+from voice_service.core.models import Voice
+from voice_service.tenancy.principal import Principal
 from voice_service.voices.repository import get_visible
+from voice_service.web.context import AppContext
 
 
 async def find_voice(context: AppContext, principal: Principal, voice_id: str) -> Voice:

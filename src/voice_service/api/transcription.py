@@ -1,0 +1,95 @@
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request
+
+from voice_service.audio.formats import NATIVE_AUDIO
+from voice_service.books.ledger import Ledger
+from voice_service.core.vocabulary import Scope, Service, UsageEndpoint
+from voice_service.engines.protocols import TranscribeOptions
+from voice_service.tenancy.principal import Principal
+from voice_service.transcription.schemas import Transcript
+from voice_service.transcription.service import (
+    known_languages,
+    parse_language,
+    transcribe_upload,
+)
+from voice_service.web.deps import Context, IdempotencyKey, RequestLedger, require
+from voice_service.web.schemas import error_responses, multipart_request_body
+from voice_service.web.uploads import receive_audio_upload
+
+router = APIRouter(tags=["transcription"])
+
+_BODY = multipart_request_body(
+    {
+        "file": {
+            "type": "string",
+            "format": "binary",
+            "description": f"Audio: {NATIVE_AUDIO.text}; checked by content; "
+            "at most the upload limit (413).",
+        },
+        "language": {
+            "type": "string",
+            "description": "ISO 639-1 hint (e.g. en). Omit it to detect the language.",
+            "examples": ["en"],
+        },
+    },
+    required=["file"],
+)
+_RESPONSES = error_responses(400, 413, 415, 502)
+
+
+async def _transcribe(
+    request: Request, context: Context, ledger: Ledger, endpoint: str
+) -> Transcript:
+    async with receive_audio_upload(
+        request, context.settings.max_upload_bytes, context.uploads_dir
+    ) as upload:
+        language = parse_language(upload.fields.get("language"), known_languages(context))
+        transcript = await transcribe_upload(
+            context,
+            ledger,
+            endpoint,
+            upload.path,
+            TranscribeOptions(language=language),
+        )
+    return Transcript(
+        text=transcript.text,
+        language=transcript.info.language,
+        request_id=ledger.request_id,
+    )
+
+
+@router.post(
+    "/speech-to-text",
+    summary="Transcribe an audio file",
+    response_model=Transcript,
+    responses=_RESPONSES,
+    openapi_extra=_BODY,
+)
+async def speech_to_text(
+    request: Request,
+    context: Context,
+    ledger: RequestLedger,
+    _: Annotated[Principal, Depends(require(Scope.SPEECH_TO_TEXT, Service.SPEECH_TO_TEXT))],
+    _idempotent: IdempotencyKey,
+) -> Transcript:
+    return await _transcribe(request, context, ledger, UsageEndpoint.SPEECH_TO_TEXT)
+
+
+@router.post(
+    "/asr",
+    summary="Transcribe an audio file (usage recorded under ASR)",
+    response_model=Transcript,
+    responses=_RESPONSES,
+    openapi_extra=_BODY,
+)
+async def asr(
+    request: Request,
+    context: Context,
+    ledger: RequestLedger,
+    _: Annotated[Principal, Depends(require(Scope.ASR, Service.ASR))],
+    _idempotent: IdempotencyKey,
+) -> Transcript:
+    return await _transcribe(request, context, ledger, UsageEndpoint.ASR)

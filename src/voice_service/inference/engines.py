@@ -1,0 +1,149 @@
+"""The engines a node runs in its own process, loaded once at start and shared by every
+request.
+
+Which ones is the operator's choice among the plugin table's entries (`plugins`); each
+engine's module is imported only here, when it is loaded. Text-to-speech engines are found by
+the prefix of a voice key ("piper:en_US-joe-medium" is Piper's).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+from voice_service.engines.chunking import FIRST_CHUNK_CHARS, split_text
+from voice_service.engines.protocols import (
+    EngineVoice,
+    Pcm,
+    SpeechToText,
+    TextToSpeech,
+    UnknownVoice,
+    VoiceCloner,
+)
+from voice_service.inference.plugins import CLONER, local_engine
+from voice_service.settings import Settings
+
+if TYPE_CHECKING:
+    from voice_service.engines.whisper import WhisperEngine
+    from voice_service.engines.world import WorldCloner
+
+__all__ = ["CLONER", "CLONE_BASE_VOICE", "Engines", "load_cloner", "load_transcriber"]
+
+# Clones speak through the base voice that, converted toward their sample's profile, sounds
+# nearest it: this one, or one of Kokoro's English clone bases (`kokoro.CLONE_STYLES`) when
+# Kokoro is loaded. This one is the default (see `WorldCloner`): no Piper, no cloning.
+CLONE_BASE_VOICE = "piper:en_US-joe-medium"
+
+
+@dataclass(frozen=True, slots=True)
+class SpokenChunk:
+    text: str  # the piece of the text (whitespace around it left out)
+    pcm: Pcm
+
+
+@dataclass(frozen=True, slots=True)
+class Engines:
+    speakers: Mapping[str, TextToSpeech]  # by voice-key prefix, in catalogue order
+    transcriber: SpeechToText | None  # None when STT_ENGINES is empty
+    cloner: VoiceCloner | None  # None when its base voice's engine is not loaded
+    transcriber_name: str = "whisper"  # the transcriber's entry in the plugin table
+
+    @classmethod
+    def load(cls, settings: Settings) -> Engines:
+        speakers = {
+            name: cast(TextToSpeech, local_engine(name).load(settings))
+            for name in settings.tts_engine_names
+        }
+        transcribers = settings.stt_engine_names
+        return cls(
+            speakers=speakers,
+            transcriber=load_transcriber(settings, transcribers[0]) if transcribers else None,
+            cloner=load_cloner(speakers),
+            transcriber_name=transcribers[0] if transcribers else "",
+        )
+
+    def catalogue(self) -> list[EngineVoice]:
+        return [voice for engine in self.speakers.values() for voice in engine.voices()]
+
+    def speak(
+        self,
+        voice_key: str,
+        profile: Mapping[str, Any] | None,
+        text: str,
+        *,
+        quick_start: bool = False,
+    ) -> Iterator[SpokenChunk]:
+        """`text` spoken chunk by chunk, one after another (see `speech_parts`)."""
+        for part in self.speech_parts(voice_key, profile, text, quick_start=quick_start):
+            yield part()
+
+    def speech_parts(
+        self,
+        voice_key: str,
+        profile: Mapping[str, Any] | None,
+        text: str,
+        *,
+        quick_start: bool = False,
+    ) -> list[Callable[[], SpokenChunk]]:
+        """`text` in chunks (`chunking.split_text`), each a call that speaks it, so memory
+        stays bounded whatever its length and each chunk can be sent as soon as it is made;
+        in a clone's voice when its `profile` is given; with a short first chunk for a
+        `quick_start`. The calls may run at once on several threads. The voice is looked up
+        by the first call made, which raises `UnknownVoice` before any work."""
+        speaker = functools.cache(lambda: self.chunk_speaker(voice_key, profile))
+        first_chars = FIRST_CHUNK_CHARS if quick_start else None
+        return [
+            functools.partial(_spoken, speaker, chunk)
+            for chunk in split_text(text, first_chars=first_chars)
+        ]
+
+    @staticmethod
+    def speaker_name(voice_key: str, profile: Mapping[str, Any] | None) -> str:
+        """The engine that speaks for `voice_key` (as `chunk_speaker` picks it)."""
+        return CLONER if profile is not None else voice_key.split(":", 1)[0]
+
+    def chunk_speaker(
+        self, voice_key: str, profile: Mapping[str, Any] | None
+    ) -> Callable[[str], Pcm]:
+        if profile is not None:  # a clone: the base voice converted toward the sample
+            # The profile measures only the sample, so clones survive a change of base voice.
+            if self.cloner is None:
+                raise UnknownVoice(voice_key)
+            return self.cloner.speaker(profile)
+        engine = self.speakers.get(voice_key.split(":", 1)[0])
+        if engine is None or not any(voice.key == voice_key for voice in engine.voices()):
+            raise UnknownVoice(voice_key)
+        return lambda chunk: engine.synthesize(voice_key, chunk)
+
+
+def _spoken(speaker: Callable[[], Callable[[str], Pcm]], chunk: str) -> SpokenChunk:
+    return SpokenChunk(chunk, speaker()(chunk))
+
+
+def load_cloner(speakers: Mapping[str, TextToSpeech]) -> WorldCloner | None:
+    default = speakers.get(CLONE_BASE_VOICE.split(":", 1)[0])
+    if default is None:
+        return None
+    from voice_service.engines.kokoro import KokoroEngine
+    from voice_service.engines.speaker_embedding import SpeakerEncoder
+    from voice_service.engines.world import BaseVoice, WorldCloner
+    from voice_service.engines.world.base_profiles import PROFILES
+
+    bases = [BaseVoice(CLONE_BASE_VOICE, default)]
+    kokoro = speakers.get("kokoro")
+    if isinstance(kokoro, KokoroEngine):
+        bases += [BaseVoice(key, kokoro) for key in kokoro.clone_bases()]
+    return WorldCloner(bases, SpeakerEncoder(), PROFILES)
+
+
+def load_transcriber(settings: Settings, name: str = "whisper") -> SpeechToText:
+    return cast(SpeechToText, local_engine(name).load(settings))
+
+
+def load_whisper(settings: Settings) -> WhisperEngine:
+    """The local Whisper as the node loads it (benchmarks and tests use its extras)."""
+    from voice_service.engines.whisper import WhisperEngine
+
+    return cast(WhisperEngine, load_transcriber(settings, "whisper"))
