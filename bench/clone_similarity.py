@@ -39,6 +39,7 @@ import numpy.typing as npt
 from bench.audio import WHISPER_RATE, to_16k
 from bench.speech_set import read_recording
 from bench.wer import word_errors
+from voice_service.engines.catalog import CLONE_BASE_VOICE
 from voice_service.engines.kokoro import KokoroEngine
 from voice_service.engines.piper import PiperEngine
 from voice_service.engines.protocols import Pcm, TextToSpeech
@@ -51,7 +52,7 @@ from voice_service.engines.world import (
     VoiceProfile,
     convert,
 )
-from voice_service.inference.engines import CLONE_BASE_VOICE, load_cloner
+from voice_service.inference.engines import load_cloner
 
 # What the base voice and the clone say.
 TEST_TEXTS = (

@@ -20,12 +20,13 @@ from voice_service.books.idempotency.expiry import expire_forever
 from voice_service.books.ledger import Books
 from voice_service.books.requestlog.spool import LogSpool
 from voice_service.books.requestlog.writer import RequestLogWriter
-from voice_service.cloning.samples import sample_store
+from voice_service.cloning.repository import live_clones
 from voice_service.console.app import install_console
 from voice_service.console.headers import ConsoleHeadersMiddleware
 from voice_service.inference.engines import Engines
 from voice_service.inference.pool import InferencePool
 from voice_service.inference.providers.table import Providers
+from voice_service.kit.blobs import blob_store
 from voice_service.kit.cluster import check_connection_budget, check_pepper
 from voice_service.kit.db import (
     STARTUP_STATEMENT_TIMEOUT,
@@ -41,6 +42,7 @@ from voice_service.kit.metrics.registry import Metrics
 from voice_service.kit.ratelimit import RateLimiter
 from voice_service.kit.workdir import ProcessDir, claim_orphans
 from voice_service.openai_api.routes import router as openai_router
+from voice_service.realtime.reference import reference_router
 from voice_service.realtime.routes import native_router as realtime_native_router
 from voice_service.realtime.routes import openai_router as realtime_openai_router
 from voice_service.realtime.vad import load_vad
@@ -106,7 +108,7 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
         pool=InferencePool(
             settings.pool_size, settings.queue_timeout_seconds, settings.queue_bound, metrics
         ),
-        samples=sample_store(settings, sessions),
+        blobs=blob_store(settings, sessions, live_clones),
         request_log=log_writer,
         metrics=metrics,
         tenancy=tenancy,
@@ -137,15 +139,15 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
                 context.voice_listing = VoiceListing(await list_catalogue(session))
         finally:
             await startup_db.dispose()
-        # S3 samples a crash left without their voice (see cloning/samples.py).
-        await context.samples.sweep()
+        # S3 samples a crash left without their voice (see kit/blobs.py).
+        await context.blobs.sweep()
         context.engines = loaded
         tenancy.start()
         workdir, spool = await asyncio.to_thread(_claim_workdir, settings)
         context.workdir = workdir
         log_writer.start(spool)
         expiry = asyncio.create_task(
-            expire_forever(sessions, context.samples, books.clock), name="idempotency-expiry"
+            expire_forever(sessions, context.blobs, books.clock), name="idempotency-expiry"
         )
         # What start-up made (models, modules, the catalogue) lives as long as the process:
         # out of the collector's sight, a full collection no longer walks it all again (it
@@ -205,6 +207,7 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
     app.include_router(openai_router)
     app.include_router(realtime_openai_router)
     app.include_router(docs_router(API_PREFIX))
+    app.include_router(reference_router(API_PREFIX))
     app.include_router(health_router)
     app.include_router(metrics_router)
     # After the error handlers: it replaces the API's handler with one that also renders pages.

@@ -11,7 +11,7 @@ from pydantic import AfterValidator, BeforeValidator, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from voice_service.core.vocabulary import Capability
-from voice_service.inference.plugins import engine_names, engines_help, parse_engine_list
+from voice_service.engines.catalog import engine_names, engines_help, parse_engine_list
 
 
 def _tts_engines(value: str) -> str:

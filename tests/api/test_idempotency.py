@@ -220,9 +220,9 @@ async def test_an_expired_key_runs_again_and_expired_entries_are_removed(
         assert await usage_units(tenants, tenant.org_id) == [("text-to-speech", 12)] * 2
 
         assert (await tts(client, tenant, "one-off")).status_code == 200
-        assert await remove_expired(context.sessions, context.samples, lambda: tomorrow) == 0
+        assert await remove_expired(context.sessions, context.blobs, lambda: tomorrow) == 0
         later = tomorrow + timedelta(hours=24, seconds=1)
-        assert await remove_expired(context.sessions, context.samples, lambda: later) == 2
+        assert await remove_expired(context.sessions, context.blobs, lambda: later) == 2
         assert await entries(tenants, tenant) == 0
 
 

@@ -32,10 +32,11 @@ from tests.helpers.app import Tenant, Tenants, make_settings, running
 from tests.helpers.ports import free_port
 from voice_service.app import create_app
 from voice_service.books.idempotency.expiry import remove_expired
-from voice_service.cloning import repository, samples
-from voice_service.cloning.samples import S3SampleStore
+from voice_service.cloning import repository
+from voice_service.kit import blobs
 from voice_service.core.models import IdempotencyEntry, Voice, VoiceSample, utcnow
 from voice_service.inference.engines import Engines
+from voice_service.kit.blobs import S3BlobStore
 from voice_service.settings import Settings
 
 pytestmark = pytest.mark.anyio
@@ -220,9 +221,9 @@ async def s3_client(s3_app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
         yield client
 
 
-def s3_store(app: FastAPI) -> S3SampleStore:
-    store = app.state.context.samples
-    assert isinstance(store, S3SampleStore)
+def s3_store(app: FastAPI) -> S3BlobStore:
+    store = app.state.context.blobs
+    assert isinstance(store, S3BlobStore)
     return store
 
 
@@ -294,12 +295,12 @@ async def test_s3_keeps_idempotent_answers_beside_the_samples(
     assert await s3_store(s3_app).sweep(grace=timedelta(0)) == 0
     context = s3_app.state.context
     later = utcnow() + timedelta(days=2)
-    assert await remove_expired(context.sessions, context.samples, lambda: later) >= 1
+    assert await remove_expired(context.sessions, context.blobs, lambda: later) >= 1
     assert keys(s3, bucket) == [f"{PREFIX}/{tenant.org_id}/{voice_id}"]
 
 
 async def fail_while_saving(
-    store: S3SampleStore, org_id: str, voice_id: str, path: Path, s3: Any, seen: list[str]
+    store: S3BlobStore, org_id: str, voice_id: str, path: Path, s3: Any, seen: list[str]
 ) -> None:
     """A clone whose transaction fails after the upload; `seen` gets the bucket's keys then."""
     async with store.saving(org_id, voice_id, path):
@@ -380,7 +381,7 @@ async def test_start_up_sweeps_orphans(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     kept, _swept = await orphans_and_a_live_clone(s3_client, s3, bucket, tenant, sample)
-    monkeypatch.setattr(samples, "ORPHAN_GRACE", timedelta(0))
+    monkeypatch.setattr(blobs, "ORPHAN_GRACE", timedelta(0))
     async with running(create_app(s3_settings, engines)):
         assert keys(s3, bucket) == kept
 

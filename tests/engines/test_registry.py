@@ -11,9 +11,9 @@ import pytest
 from pydantic import ValidationError
 
 from voice_service.core.vocabulary import Capability
+from voice_service.engines.catalog import CLONE_BASE_VOICE, LOCAL_ENGINES, engine_names
 from voice_service.engines.protocols import UnknownVoice
-from voice_service.inference.engines import CLONE_BASE_VOICE, Engines
-from voice_service.inference.plugins import LOCAL_ENGINES, engine_names
+from voice_service.inference.engines import Engines
 from voice_service.settings import Settings
 
 

@@ -17,6 +17,7 @@ import pytest
 import pyworld
 from tests.helpers.speech_clips import ENGLISH_TEXTS, english_speech, espeak_speech, silence, tone
 
+from voice_service.engines.catalog import CLONE_BASE_VOICE
 from voice_service.engines.kokoro import ALLOWED, KokoroEngine, clone_base_key
 from voice_service.engines.kokoro import SAMPLE_RATE as KOKORO_RATE
 from voice_service.engines.protocols import Pcm
@@ -31,7 +32,7 @@ from voice_service.engines.world import (
     measure_base,
 )
 from voice_service.engines.world.base_profiles import PROFILES
-from voice_service.inference.engines import CLONE_BASE_VOICE, Engines, load_cloner
+from voice_service.inference.engines import Engines, load_cloner
 
 PIPER_RATE = 22050
 

@@ -10,7 +10,7 @@ import pytest
 
 from tests.helpers.live import LiveServer, audio_duration
 from voice_service.core.ids import catalogue_voice_id
-from voice_service.inference.engines import CLONE_BASE_VOICE
+from voice_service.engines.catalog import CLONE_BASE_VOICE
 
 TEXT = "The weather is lovely today. We could walk along the river after lunch."
 SENTENCES = (

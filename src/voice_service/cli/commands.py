@@ -342,7 +342,7 @@ def _data_served(settings: Settings) -> dict[str, str]:
 
 def _welcome(base_url: str, data: dict[str, str], first: dict[str, str], command: str) -> str:
     # Here, not at the top: the registry imports every engine, which no admin command needs.
-    from voice_service.inference.engines import CLONE_BASE_VOICE
+    from voice_service.engines.catalog import CLONE_BASE_VOICE
 
     voice_id = catalogue_voice_id(CLONE_BASE_VOICE)  # the English voice every install has
     console = base_url.removesuffix("/api/v1") + "/console/"

@@ -74,10 +74,6 @@ async def add_clone(session: AsyncSession, voice: Voice) -> None:
     await record_change(session)  # the organization's listing gains it
 
 
-def add_sample(session: AsyncSession, org_id: str, voice_id: str, content: bytes) -> None:
-    session.add(VoiceSample(voice_id=voice_id, org_id=org_id, content=content))
-
-
 async def live_clones(session: AsyncSession, voice_ids: Collection[str]) -> set[tuple[str, str]]:
     """(org id, voice id) of those of `voice_ids` that are live clones."""
     rows = await session.execute(

@@ -13,6 +13,7 @@ import numpy as np
 
 from voice_service.audio.decode import decode_audio
 from voice_service.audio.formats import identify_audio
+from voice_service.audio.policy import audio_errors_as_api_errors
 from voice_service.books.ledger import Ledger
 from voice_service.books.usage.charge import Charge
 from voice_service.cloning import repository
@@ -21,18 +22,17 @@ from voice_service.core.errors import InvalidRequest, NotFound, ProviderError, V
 from voice_service.core.ids import new_id
 from voice_service.core.models import Voice, utcnow
 from voice_service.core.vocabulary import Capability, UsageEndpoint
+from voice_service.engines.catalog import CLONER, DECODER
 from voice_service.engines.protocols import EngineError, Pcm, UnusableSample, VoiceCloner
 from voice_service.inference.admission import Job
-from voice_service.inference.plugins import CLONER, DECODER
 from voice_service.inference.providers.provider import Provider
 from voice_service.inference.providers.table import voice_key
 from voice_service.inference.providers.wire import UPLOAD_NAMES, AudioFile
 from voice_service.kit.db import transaction
 from voice_service.kit.waiting import unless_set
+from voice_service.runtime import Runtime
 from voice_service.tenancy.principal import Principal
 from voice_service.voices.repository import CLONED, PROVIDER, get_visible
-from voice_service.web.context import AppContext
-from voice_service.web.uploads import audio_errors_as_api_errors
 
 logger = logging.getLogger(__name__)
 
@@ -79,33 +79,33 @@ def clone_request(name: str, description: str | None, consent: str) -> CloneRequ
 
 
 async def clone_voice(
-    context: AppContext,
+    runtime: Runtime,
     principal: Principal,
     ledger: Ledger,
     request: CloneRequest,
     sample: Path,
 ) -> Voice:
-    default_limit = context.settings.default_clone_limit
-    async with context.sessions() as session:
+    default_limit = runtime.settings.default_clone_limit
+    async with runtime.sessions() as session:
         # Cheap early refusal before the analysis; the authoritative check is below.
         limit = await repository.org_clone_limit(session, principal.org_id)
         live = await repository.count_live_clones(session, principal.org_id)
     _check_limit(live, limit, default_limit)
     await ledger.hold(CLONE_UNITS)
 
-    provider = context.providers.cloner()
+    provider = runtime.providers.cloner()
     if provider is not None:
-        return await _clone_at_provider(context, provider, principal, ledger, request, sample)
-    assert context.engines is not None
-    cloner = context.engines.cloner
+        return await _clone_at_provider(runtime, provider, principal, ledger, request, sample)
+    assert runtime.engines is not None
+    cloner = runtime.engines.cloner
     if cloner is None:
         raise ProviderError(
             "This node cannot clone voices: the engine of the clones' base voice "
             "is not among VOICE_SERVICE_TTS_ENGINES."
         )
-    analysed = await _analyse(context, cloner, ledger, sample)
+    analysed = await _analyse(runtime, cloner, ledger, sample)
     return await _record_clone(
-        context,
+        runtime,
         principal,
         ledger,
         request,
@@ -117,7 +117,7 @@ async def clone_voice(
 
 
 async def _record_clone(
-    context: AppContext,
+    runtime: Runtime,
     principal: Principal,
     ledger: Ledger,
     request: CloneRequest,
@@ -129,11 +129,11 @@ async def _record_clone(
 ) -> Voice:
     """The clone's row, its sample and its unit, committed together (the limit checked
     again under the organization's lock)."""
-    default_limit = context.settings.default_clone_limit
+    default_limit = runtime.settings.default_clone_limit
     voice_id = new_id("voice")
-    # The store fails as a 502 and commits nothing; see cloning/samples.py for the order.
+    # The store fails as a 502 and commits nothing; see kit/blobs.py for the order.
     async with (
-        context.samples.saving(principal.org_id, voice_id, sample) as save_sample,
+        runtime.blobs.saving(principal.org_id, voice_id, sample) as save_sample,
         ledger.billed(Charge(UsageEndpoint.CLONE, CLONE_UNITS, voice_id), status=201) as session,
     ):
         limit = await repository.lock_org_clone_limit(session, principal.org_id)
@@ -159,7 +159,7 @@ async def _record_clone(
 
 
 async def _clone_at_provider(
-    context: AppContext,
+    runtime: Runtime,
     provider: Provider,
     principal: Principal,
     ledger: Ledger,
@@ -170,12 +170,12 @@ async def _clone_at_provider(
     nothing here), then recorded here; if that fails, deleted there again."""
     job = Job(Capability.CLONING, DECODER, abandoned=ledger.client_gone)
     with audio_errors_as_api_errors("sample"):
-        upload, sha256 = await context.pool.run(job, _sample_for_provider, sample)
+        upload, sha256 = await runtime.pool.run(job, _sample_for_provider, sample)
     added = provider.add_voice(request.name, request.description, upload)
     remote_id = await unless_set(ledger.client_gone, added)
     try:
         voice = await _record_clone(
-            context,
+            runtime,
             principal,
             ledger,
             request,
@@ -206,12 +206,12 @@ def _check_limit(live: int, org_limit: int | None, default_limit: int) -> None:
 
 
 async def _analyse(
-    context: AppContext, cloner: VoiceCloner, ledger: Ledger, sample: Path
+    runtime: Runtime, cloner: VoiceCloner, ledger: Ledger, sample: Path
 ) -> AnalysedSample:
     job = Job(Capability.CLONING, CLONER, abandoned=ledger.client_gone)
     try:
         with audio_errors_as_api_errors("sample"):
-            return await context.pool.run(job, _analyse_file, cloner, sample)
+            return await runtime.pool.run(job, _analyse_file, cloner, sample)
     except UnusableSample as exc:
         raise InvalidRequest(f"file: no usable speech in the sample: {exc}.") from None
     except EngineError as exc:
@@ -241,18 +241,18 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-async def delete_voice(context: AppContext, principal: Principal, voice_id: str) -> None:
-    async with context.sessions() as session:
+async def delete_voice(runtime: Runtime, principal: Principal, voice_id: str) -> None:
+    async with runtime.sessions() as session:
         voice = await get_visible(session, principal.org_id, voice_id)
     remote = (
-        context.providers.speaker(voice.engine_voice)
+        runtime.providers.speaker(voice.engine_voice)
         if voice is not None and voice.type == CLONED
         else None
     )
     if remote is not None:
         # Deleted there first: a provider that fails leaves the clone whole here, to retry.
         await remote.provider.delete_voice(remote.voice)
-    async with transaction(context.sessions) as session:
+    async with transaction(runtime.sessions) as session:
         deleted = await repository.delete_clone(session, principal.org_id, voice_id)
         kept = None if deleted else await get_visible(session, principal.org_id, voice_id)
     if kept is not None and kept.type == PROVIDER:
@@ -264,4 +264,4 @@ async def delete_voice(context: AppContext, principal: Principal, voice_id: str)
     if not deleted:
         # Other organizations' clones, unknown and deleted ids alike.
         raise VoiceNotFound(voice_id)
-    await context.samples.deleted(principal.org_id, voice_id)
+    await runtime.blobs.deleted(principal.org_id, voice_id)

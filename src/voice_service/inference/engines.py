@@ -1,8 +1,8 @@
 """The engines a node runs in its own process, loaded once at start and shared by every
 request.
 
-Which ones is the operator's choice among the plugin table's entries (`plugins`); each
-engine's module is imported only here, when it is loaded. Text-to-speech engines are found by
+Which ones is the operator's choice among the catalogue's entries (`engines.catalog`); each
+engine's module is imported only when it is loaded (`loaders`). Text-to-speech engines are found by
 the prefix of a voice key ("piper:en_US-joe-medium" is Piper's).
 """
 
@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+from voice_service.engines.catalog import CLONE_BASE_VOICE, CLONER, engine_of
 from voice_service.engines.chunking import FIRST_CHUNK_CHARS, split_text
 from voice_service.engines.protocols import (
     EngineVoice,
@@ -22,19 +23,12 @@ from voice_service.engines.protocols import (
     UnknownVoice,
     VoiceCloner,
 )
-from voice_service.inference.plugins import CLONER, local_engine
+from voice_service.inference.loaders import LOADERS
 from voice_service.settings import Settings
 
 if TYPE_CHECKING:
     from voice_service.engines.whisper import WhisperEngine
     from voice_service.engines.world import WorldCloner
-
-__all__ = ["CLONER", "CLONE_BASE_VOICE", "Engines", "load_cloner", "load_transcriber"]
-
-# Clones speak through the base voice that, converted toward their sample's profile, sounds
-# nearest it: this one, or one of Kokoro's English clone bases (`kokoro.CLONE_STYLES`) when
-# Kokoro is loaded. This one is the default (see `WorldCloner`): no Piper, no cloning.
-CLONE_BASE_VOICE = "piper:en_US-joe-medium"
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,13 +42,12 @@ class Engines:
     speakers: Mapping[str, TextToSpeech]  # by voice-key prefix, in catalogue order
     transcriber: SpeechToText | None  # None when STT_ENGINES is empty
     cloner: VoiceCloner | None  # None when its base voice's engine is not loaded
-    transcriber_name: str = "whisper"  # the transcriber's entry in the plugin table
+    transcriber_name: str = "whisper"  # the transcriber's entry in the catalogue
 
     @classmethod
     def load(cls, settings: Settings) -> Engines:
         speakers = {
-            name: cast(TextToSpeech, local_engine(name).load(settings))
-            for name in settings.tts_engine_names
+            name: cast(TextToSpeech, LOADERS[name](settings)) for name in settings.tts_engine_names
         }
         transcribers = settings.stt_engine_names
         return cls(
@@ -102,7 +95,7 @@ class Engines:
     @staticmethod
     def speaker_name(voice_key: str, profile: Mapping[str, Any] | None) -> str:
         """The engine that speaks for `voice_key` (as `chunk_speaker` picks it)."""
-        return CLONER if profile is not None else voice_key.split(":", 1)[0]
+        return CLONER if profile is not None else engine_of(voice_key)
 
     def chunk_speaker(
         self, voice_key: str, profile: Mapping[str, Any] | None
@@ -112,7 +105,7 @@ class Engines:
             if self.cloner is None:
                 raise UnknownVoice(voice_key)
             return self.cloner.speaker(profile)
-        engine = self.speakers.get(voice_key.split(":", 1)[0])
+        engine = self.speakers.get(engine_of(voice_key))
         if engine is None or not any(voice.key == voice_key for voice in engine.voices()):
             raise UnknownVoice(voice_key)
         return lambda chunk: engine.synthesize(voice_key, chunk)
@@ -123,7 +116,7 @@ def _spoken(speaker: Callable[[], Callable[[str], Pcm]], chunk: str) -> SpokenCh
 
 
 def load_cloner(speakers: Mapping[str, TextToSpeech]) -> WorldCloner | None:
-    default = speakers.get(CLONE_BASE_VOICE.split(":", 1)[0])
+    default = speakers.get(engine_of(CLONE_BASE_VOICE))
     if default is None:
         return None
     from voice_service.engines.kokoro import KokoroEngine
@@ -139,7 +132,7 @@ def load_cloner(speakers: Mapping[str, TextToSpeech]) -> WorldCloner | None:
 
 
 def load_transcriber(settings: Settings, name: str = "whisper") -> SpeechToText:
-    return cast(SpeechToText, local_engine(name).load(settings))
+    return cast(SpeechToText, LOADERS[name](settings))
 
 
 def load_whisper(settings: Settings) -> WhisperEngine:

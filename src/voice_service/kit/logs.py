@@ -1,8 +1,8 @@
 """How a node's log lines look: uvicorn's text lines, or one JSON object per line.
 
 `serve` hands `log_config(...)` to uvicorn, which applies it in every worker process. The
-request line (`log_request`) carries its fields as the record's `extra`, so
-the JSON form has them as keys: time, level, request id, organization, key prefix, method,
+request line (`books.requestlog.writer`) carries its fields as the record's `extra`, so the
+JSON form has them as keys: time, level, request id, organization, key prefix, method,
 path, status, error code and duration. Nothing secret is ever logged: keys appear by their
 display prefix only.
 """
@@ -14,11 +14,7 @@ import logging
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from voice_service.books.requestlog.repository import LogEntry
-
 LogFormat = Literal["text", "json"]
-
-_requests = logging.getLogger("voice_service.requests")
 
 # The request line's fields, in this order in every JSON line that has them.
 REQUEST_FIELDS = (
@@ -72,19 +68,3 @@ def log_config(fmt: LogFormat) -> dict[str, Any]:
             "voice_service": {"handlers": ["default"], "level": "INFO", "propagate": False},
         },
     }
-
-
-def log_request(entry: LogEntry, key_prefix: str | None) -> None:
-    """The request's one line, whoever writes its row."""
-    fields = {name: getattr(entry, name, None) for name in REQUEST_FIELDS}
-    fields["key_prefix"] = key_prefix  # the row has the key's id; the log its display prefix
-    _requests.info(
-        "%s %s %s %d %s %dms",
-        entry.request_id,
-        entry.method,
-        entry.path,
-        entry.status,
-        entry.error_code or "-",
-        entry.duration_ms,
-        extra=fields,
-    )

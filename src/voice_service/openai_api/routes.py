@@ -14,6 +14,7 @@ from fastapi import APIRouter, Depends, Path, Request, Response
 
 from voice_service.audio.encode import FORMATS
 from voice_service.audio.formats import OPENAI_AUDIO
+from voice_service.audio.policy import AudioPolicy
 from voice_service.books.ledger import Ledger
 from voice_service.core.errors import ApiError, InvalidRequest, NotFound
 from voice_service.core.vocabulary import Scope, Service, UsageEndpoint
@@ -55,7 +56,7 @@ from voice_service.web.schemas import (
     parse_json,
 )
 from voice_service.web.streaming import MeteredStream
-from voice_service.web.uploads import AudioPolicy, Upload, receive_audio_upload
+from voice_service.web.uploads import Upload, receive_audio_upload
 
 router = APIRouter(prefix="/v1", tags=["OpenAI-compatible"])
 SSE = "text/event-stream"
@@ -163,7 +164,7 @@ async def speech(
 ) -> MeteredStream:
     body = await parse_json(request, SpeechBody)
     assert context.voice_listing is not None
-    voice_id = voice_id_for(body.voice_name, context.voice_listing.openai_voice)
+    voice_id = voice_id_for(body.voice_name, context.voice_listing.catalogue)
     fmt = FORMATS[body.response_format]
     speech = await stream_speech(
         context, principal, ledger, voice_id, body.input, fmt, speed=body.speed

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from voice_service.core import models
 from voice_service.core.ids import catalogue_voice_id
-from voice_service.inference.engines import CLONE_BASE_VOICE
+from voice_service.engines.catalog import CLONE_BASE_VOICE
 
 # Each of OpenAI's names speaks with one voice: Piper's Joe, the first English voice
 # GET /api/v1/voices lists among the local engines' (Piper ranks first: a sixth of Kokoro's
@@ -29,7 +29,7 @@ def openai_voice_id(catalogue: Sequence[models.Voice]) -> str:
     return (english or ids)[0]
 
 
-def voice_id_for(voice: str, openai_voice: str) -> str:
-    """The catalogue or clone id `voice` names: one of OpenAI's names (`openai_voice`),
-    else an id as is."""
-    return openai_voice if voice.strip().lower() in OPENAI_NAMES else voice
+def voice_id_for(voice: str, catalogue: Sequence[models.Voice]) -> str:
+    """The catalogue or clone id `voice` names: one of OpenAI's names (the catalogue voice
+    `openai_voice_id` picks), else an id as is."""
+    return openai_voice_id(catalogue) if voice.strip().lower() in OPENAI_NAMES else voice

@@ -32,11 +32,10 @@ from voice_service.inference.admission import Job
 from voice_service.inference.engines import Engines, SpokenChunk
 from voice_service.inference.providers.table import ProviderVoice
 from voice_service.inference.providers.wire import SLOWEST_SPEECH
+from voice_service.runtime import Runtime
 from voice_service.speech.schemas import SpeechRequest
 from voice_service.tenancy.principal import Principal
 from voice_service.voices.service import find_voice
-from voice_service.web.context import AppContext
-from voice_service.web.streaming import started
 
 logger = logging.getLogger(__name__)
 
@@ -49,25 +48,25 @@ def speech_charge(voice: Voice, text: str) -> Charge:
 
 
 async def synthesize_speech(
-    context: AppContext,
+    runtime: Runtime,
     principal: Principal,
     ledger: Ledger,
     body: SpeechRequest,
     fmt: AudioFormat = MP3,
 ) -> bytes:
     """The native /text-to-speech: one file, billed once it is made."""
-    voice, charge = await _held_voice(context, principal, ledger, body.voice_id, body.text)
-    audio = await speak(context, voice, body.text, ledger, fmt)
+    voice, charge = await _held_voice(runtime, principal, ledger, body.voice_id, body.text)
+    audio = await speak(runtime, voice, body.text, ledger, fmt)
     await ledger.bill(charge)
     return audio
 
 
 async def _held_voice(
-    context: AppContext, principal: Principal, ledger: Ledger, voice_id: str, text: str
+    runtime: Runtime, principal: Principal, ledger: Ledger, voice_id: str, text: str
 ) -> tuple[Voice, Charge]:
     """The caller's voice and what speaking `text` with it costs, the units held against
     the caller's caps before any work."""
-    voice = await find_voice(context, principal, voice_id)
+    voice = await find_voice(runtime, principal, voice_id)
     charge = speech_charge(voice, text)
     await ledger.hold(charge.units)
     return voice, charge
@@ -80,7 +79,7 @@ class SpeechStream:
 
 
 async def stream_speech(
-    context: AppContext,
+    runtime: Runtime,
     principal: Principal,
     ledger: Ledger,
     voice_id: str,
@@ -90,23 +89,23 @@ async def stream_speech(
     speed: float = 1.0,
 ) -> SpeechStream:
     """A streamed answer of `voice_id` saying `text`, its units held first."""
-    voice, charge = await _held_voice(context, principal, ledger, voice_id, text)
-    chunks = speech_chunks(context, voice, text, ledger, fmt, streaming=True, speed=speed)
+    voice, charge = await _held_voice(runtime, principal, ledger, voice_id, text)
+    chunks = speech_chunks(runtime, voice, text, ledger, fmt, streaming=True, speed=speed)
     return SpeechStream(await started(chunks), charge)
 
 
 async def synthesize_with_timestamps(
-    context: AppContext,
+    runtime: Runtime,
     principal: Principal,
     ledger: Ledger,
     body: SpeechRequest,
     fmt: AudioFormat,
 ) -> tuple[bytes, Alignment]:
     """/text-to-speech/with-timestamps: one file and when each character is spoken."""
-    voice, charge = await _held_voice(context, principal, ledger, body.voice_id, body.text)
+    voice, charge = await _held_voice(runtime, principal, ledger, body.voice_id, body.text)
     parts: list[bytes] = []
     alignment = Alignment()
-    made = timed_speech(context, voice, body.text, ledger, fmt, streaming=False)
+    made = timed_speech(runtime, voice, body.text, ledger, fmt, streaming=False)
     async with aclosing(made) as chunks:
         async for chunk in chunks:
             parts.append(chunk.audio)
@@ -116,7 +115,7 @@ async def synthesize_with_timestamps(
 
 
 async def stream_with_timestamps(
-    context: AppContext,
+    runtime: Runtime,
     principal: Principal,
     ledger: Ledger,
     body: SpeechRequest,
@@ -124,8 +123,8 @@ async def stream_with_timestamps(
 ) -> SpeechStream:
     """/text-to-speech/with-timestamps/stream: a JSON line per chunk, its audio and the
     characters it speaks."""
-    voice, charge = await _held_voice(context, principal, ledger, body.voice_id, body.text)
-    made = timed_speech(context, voice, body.text, ledger, fmt, streaming=True)
+    voice, charge = await _held_voice(runtime, principal, ledger, body.voice_id, body.text)
+    made = timed_speech(runtime, voice, body.text, ledger, fmt, streaming=True)
     return SpeechStream(await started(_json_lines(made)), charge)
 
 
@@ -143,15 +142,15 @@ def timestamped_json(audio: bytes, alignment: Alignment) -> str:
 
 
 async def speak(
-    context: AppContext, voice: Voice, text: str, ledger: Ledger, fmt: AudioFormat = MP3
+    runtime: Runtime, voice: Voice, text: str, ledger: Ledger, fmt: AudioFormat = MP3
 ) -> bytes:
     """One file of `voice` saying `text`; not billed (the caller bills)."""
-    chunks = speech_chunks(context, voice, text, ledger, fmt, streaming=False)
+    chunks = speech_chunks(runtime, voice, text, ledger, fmt, streaming=False)
     return b"".join([chunk async for chunk in chunks])
 
 
 async def speech_chunks(
-    context: AppContext,
+    runtime: Runtime,
     voice: Voice,
     text: str,
     ledger: Ledger,
@@ -163,18 +162,18 @@ async def speech_chunks(
     """`voice` saying `text` in `fmt`, encoded bytes as each chunk of text is spoken (or the
     whole file at the end when not `streaming`). A provider's voice (a clone made there
     too) is spoken by the provider, its bytes passed on as they arrive."""
-    remote = remote_speaker(context, voice)
+    remote = remote_speaker(runtime, voice)
     if remote is not None:
         # The provider's own timeout, plus the inference budget's share for the longest
         # the text could take to say.
         seconds = remote.provider.config.timeout_seconds
-        seconds += context.inference_budget.per_audio_second * len(text) / SLOWEST_SPEECH
+        seconds += runtime.inference_budget.per_audio_second * len(text) / SLOWEST_SPEECH
         made_there = remote.provider.speak(
             remote.voice,
             text,
             fmt,
             speed=speed,
-            bitrate=context.settings.mp3_bitrate,
+            bitrate=runtime.settings.mp3_bitrate,
             streaming=streaming,
             deadline=time.monotonic() + seconds,
         )
@@ -184,10 +183,10 @@ async def speech_chunks(
                     yield chunk
         return
     encoder = AudioEncoder(
-        fmt, streaming=streaming, bitrate=context.settings.mp3_bitrate, speed=speed
+        fmt, streaming=streaming, bitrate=runtime.settings.mp3_bitrate, speed=speed
     )
-    speech = _Encoded(context, ledger, voice, text, encoder)
-    async with aclosing(_made_here(context, voice, ledger, speech)) as made:
+    speech = _Encoded(runtime, ledger, voice, text, encoder)
+    async with aclosing(_made_here(runtime, voice, ledger, speech)) as made:
         async for chunk in made:
             if chunk:
                 yield chunk
@@ -201,7 +200,7 @@ class TimedAudio:
 
 
 async def timed_speech(
-    context: AppContext,
+    runtime: Runtime,
     voice: Voice,
     text: str,
     ledger: Ledger,
@@ -214,7 +213,7 @@ async def timed_speech(
     A provider's voice comes whole, its times as the provider reports them (a provider
     whose API reports none is refused). With the caller's `encoder` (a stream of several
     texts, this node's voices only) the encoder is not finished."""
-    remote = remote_speaker(context, voice)
+    remote = remote_speaker(runtime, voice)
     if remote is not None:
         if not remote.provider.reports_timestamps:
             raise InvalidRequest(
@@ -226,31 +225,31 @@ async def timed_speech(
         return
     finishing = encoder is None
     if encoder is None:
-        encoder = AudioEncoder(fmt, streaming=streaming, bitrate=context.settings.mp3_bitrate)
-    speech = _Timed(context, ledger, voice, text, encoder, finishing=finishing)
-    async with aclosing(_made_here(context, voice, ledger, speech)) as made:
+        encoder = AudioEncoder(fmt, streaming=streaming, bitrate=runtime.settings.mp3_bitrate)
+    speech = _Timed(runtime, ledger, voice, text, encoder, finishing=finishing)
+    async with aclosing(_made_here(runtime, voice, ledger, speech)) as made:
         async for chunk in made:
             yield chunk
 
 
-def remote_speaker(context: AppContext, voice: Voice) -> ProviderVoice | None:
+def remote_speaker(runtime: Runtime, voice: Voice) -> ProviderVoice | None:
     """The provider that speaks the voice (a clone made there too), if one does."""
-    return context.providers.speaker(voice.engine_voice) if voice.profile is None else None
+    return runtime.providers.speaker(voice.engine_voice) if voice.profile is None else None
 
 
-def is_remote(context: AppContext, voice: Voice) -> bool:
+def is_remote(runtime: Runtime, voice: Voice) -> bool:
     """A provider speaks the voice."""
-    return remote_speaker(context, voice) is not None
+    return remote_speaker(runtime, voice) is not None
 
 
 async def _made_here(
-    context: AppContext, voice: Voice, ledger: Ledger, speech: _Speech[T]
+    runtime: Runtime, voice: Voice, ledger: Ledger, speech: _Speech[T]
 ) -> AsyncGenerator[T, None]:
     """What `speech` makes of this node's engines speaking, its chunks pool steps. Engine
     failures are API errors here; a client that leaves stops the speech at the next chunk
     (`ClientClosedRequest`)."""
     engine = Engines.speaker_name(voice.engine_voice, voice.profile)
-    made = context.pool.in_order(
+    made = runtime.pool.in_order(
         Job(Capability.TEXT_TO_SPEECH, engine, abandoned=ledger.client_gone),
         speech.parts,
         speech.emit,
@@ -273,19 +272,19 @@ class _Speech(ABC, Generic[T]):
     in order checked against the request's budget, counted and encoded (`emit`)."""
 
     def __init__(
-        self, context: AppContext, ledger: Ledger, voice: Voice, text: str, encoder: AudioEncoder
+        self, runtime: Runtime, ledger: Ledger, voice: Voice, text: str, encoder: AudioEncoder
     ) -> None:
-        assert context.engines is not None
+        assert runtime.engines is not None
         self.encoder = encoder
-        self._budget = context.inference_budget
+        self._budget = runtime.inference_budget
         self._request_id = ledger.request_id
-        self._metrics = context.metrics
+        self._metrics = runtime.metrics
         self._deadline: Deadline | None = None  # from when the first chunk starts
         self._spoken = 0.0
         self._chunks = 0
         # A stream starts with a short chunk, so its first audio comes at once; a whole
         # file keeps every sentence in one piece (the best prosody).
-        parts = context.engines.speech_parts(
+        parts = runtime.engines.speech_parts(
             voice.engine_voice, voice.profile, text, quick_start=encoder.streaming
         )
         self.parts = [functools.partial(self._made, part) for part in parts]
@@ -332,7 +331,7 @@ class _Timed(_Speech[TimedAudio]):
 
     def __init__(
         self,
-        context: AppContext,
+        runtime: Runtime,
         ledger: Ledger,
         voice: Voice,
         text: str,
@@ -340,7 +339,7 @@ class _Timed(_Speech[TimedAudio]):
         *,
         finishing: bool,
     ) -> None:
-        super().__init__(context, ledger, voice, text, encoder)
+        super().__init__(runtime, ledger, voice, text, encoder)
         self._timer = TextTimer(text)
         self._finishing = finishing
 
@@ -352,3 +351,26 @@ class _Timed(_Speech[TimedAudio]):
     def finish(self) -> TimedAudio:
         audio = self.encoder.finish() if self._finishing else b""
         return TimedAudio(audio, self._timer.rest(), 0.0)
+
+
+async def started(chunks: AsyncGenerator[bytes, None]) -> AsyncGenerator[bytes, None]:
+    """`chunks`, once its first item exists: an error in making it is raised here, before
+    any status is sent, and gets its ordinary error response."""
+    try:
+        first = await anext(chunks)
+    except StopAsyncIteration:
+        first = b""
+    except BaseException:
+        await chunks.aclose()
+        raise
+    return _prepend(first, chunks)
+
+
+async def _prepend(first: bytes, rest: AsyncGenerator[bytes, None]) -> AsyncGenerator[bytes, None]:
+    try:
+        if first:
+            yield first
+        async for chunk in rest:
+            yield chunk
+    finally:
+        await rest.aclose()

@@ -18,10 +18,12 @@ from pathlib import Path
 
 from voice_service.audio.decode import DecodedAudio, decode_audio
 from voice_service.audio.formats import AcceptedAudio, identify_audio
+from voice_service.audio.policy import NATIVE_POLICY, AudioPolicy, audio_errors_as_api_errors
 from voice_service.books.ledger import Ledger
 from voice_service.books.usage.charge import Charge
 from voice_service.core.errors import InvalidRequest, ProviderError
 from voice_service.core.vocabulary import Capability
+from voice_service.engines.catalog import DECODER
 from voice_service.engines.deadline import InferenceBudget
 from voice_service.engines.protocols import (
     EngineError,
@@ -30,12 +32,10 @@ from voice_service.engines.protocols import (
     TranscribeOptions,
 )
 from voice_service.inference.admission import Job
-from voice_service.inference.plugins import DECODER
 from voice_service.inference.providers.provider import Provider
 from voice_service.inference.providers.wire import UPLOAD_NAMES, AudioFile
 from voice_service.kit.waiting import unless_set
-from voice_service.web.context import AppContext
-from voice_service.web.uploads import NATIVE_POLICY, AudioPolicy, audio_errors_as_api_errors
+from voice_service.runtime import Runtime
 
 logger = logging.getLogger(__name__)
 
@@ -76,15 +76,15 @@ def parse_language(value: str | None, known: frozenset[str]) -> str | None:
     return code
 
 
-def known_languages(context: AppContext) -> frozenset[str]:
+def known_languages(runtime: Runtime) -> frozenset[str]:
     """The language hints this node takes: its own engine's and its providers'."""
-    assert context.engines is not None
-    local = context.engines.transcriber
-    return (local.languages() if local else frozenset()) | context.providers.languages()
+    assert runtime.engines is not None
+    local = runtime.engines.transcriber
+    return (local.languages() if local else frozenset()) | runtime.providers.languages()
 
 
 async def transcribe_upload(
-    context: AppContext,
+    runtime: Runtime,
     ledger: Ledger,
     endpoint: str,
     path: Path,
@@ -93,7 +93,7 @@ async def transcribe_upload(
 ) -> TimedTranscript:
     """The whole transcript of the file at `path`, billed once it is made."""
     transcript: TimedTranscript | None = None
-    async with aclosing(transcript_parts(context, ledger, path, options, policy)) as parts:
+    async with aclosing(transcript_parts(runtime, ledger, path, options, policy)) as parts:
         async for part in parts:
             if isinstance(part, AudioInfo):
                 transcript = TimedTranscript(part)
@@ -106,7 +106,7 @@ async def transcribe_upload(
 
 
 async def transcript_parts(
-    context: AppContext,
+    runtime: Runtime,
     ledger: Ledger,
     path: Path,
     options: TranscribeOptions,
@@ -116,11 +116,11 @@ async def transcript_parts(
     bills `transcription_charge`). Audio and engine failures are API errors here, a file the
     `policy` does not accept its refusal. A provider transcribes when the providers file
     routes `options.language` to one (see `Providers.transcriber`)."""
-    assert context.engines is not None
-    transcriber = context.engines.transcriber
-    provider = context.providers.transcriber(options.language, local=transcriber is not None)
+    assert runtime.engines is not None
+    transcriber = runtime.engines.transcriber
+    provider = runtime.providers.transcriber(options.language, local=transcriber is not None)
     if provider is not None:
-        remote = _remote_transcript_parts(context, provider, ledger, path, options, policy)
+        remote = _remote_transcript_parts(runtime, provider, ledger, path, options, policy)
         async with aclosing(remote) as parts:
             async for part in parts:
                 yield part
@@ -135,14 +135,14 @@ async def transcript_parts(
         # Its seconds are held against the cap before any inference: decoded on its own.
         decoding = Job(Capability.SPEECH_TO_TEXT, DECODER, abandoned=ledger.client_gone)
         with audio_errors_as_api_errors("audio", policy):
-            audio = await context.pool.run(
-                decoding, _decode, path, policy.accepted, context.settings.max_audio_seconds
+            audio = await runtime.pool.run(
+                decoding, _decode, path, policy.accepted, runtime.settings.max_audio_seconds
             )
         await ledger.hold(billed_seconds(audio.duration_seconds))
-    made = context.pool.stream(
+    made = runtime.pool.stream(
         Job(
             Capability.SPEECH_TO_TEXT,
-            context.engines.transcriber_name,
+            runtime.engines.transcriber_name,
             abandoned=ledger.client_gone,
         ),
         _transcript_parts,
@@ -150,8 +150,8 @@ async def transcript_parts(
         audio,
         policy.accepted,
         options,
-        context.settings.max_audio_seconds,
-        context.inference_budget,
+        runtime.settings.max_audio_seconds,
+        runtime.inference_budget,
     )
     seconds = 0.0
     try:
@@ -161,14 +161,14 @@ async def transcript_parts(
                     if isinstance(part, AudioInfo):
                         seconds = float(part.duration_seconds)
                     yield part
-        context.metrics.count_audio(Capability.SPEECH_TO_TEXT, seconds)  # all transcribed
+        runtime.metrics.count_audio(Capability.SPEECH_TO_TEXT, seconds)  # all transcribed
     except EngineError as exc:
         logger.error("transcription failed for %s: %r", ledger.request_id, exc)
         raise ProviderError() from exc
 
 
 async def _remote_transcript_parts(
-    context: AppContext,
+    runtime: Runtime,
     provider: Provider,
     ledger: Ledger,
     path: Path,
@@ -179,14 +179,14 @@ async def _remote_transcript_parts(
     seconds billed are our decoder's, and a file we would refuse never leaves the node."""
     job = Job(Capability.SPEECH_TO_TEXT, DECODER, abandoned=ledger.client_gone)
     with audio_errors_as_api_errors("audio", policy):
-        upload, duration = await context.pool.run(
-            job, _upload_for_provider, path, policy.accepted, context.settings.max_audio_seconds
+        upload, duration = await runtime.pool.run(
+            job, _upload_for_provider, path, policy.accepted, runtime.settings.max_audio_seconds
         )
     await ledger.hold(billed_seconds(duration))
     transcript = await unless_set(
         ledger.client_gone, provider.transcribe(upload, options, float(duration))
     )
-    context.metrics.count_audio(Capability.SPEECH_TO_TEXT, float(duration))
+    runtime.metrics.count_audio(Capability.SPEECH_TO_TEXT, float(duration))
     yield AudioInfo(transcript.language or options.language, duration)
     for segment in transcript.segments:
         yield segment

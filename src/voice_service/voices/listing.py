@@ -9,14 +9,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from voice_service.core import models
-from voice_service.openai_api.voices import openai_voice_id
 from voice_service.voices.schemas import Voice
 
 
 class VoiceListing:
     def __init__(self, catalogue: Sequence[models.Voice]) -> None:
+        self.catalogue = tuple(catalogue)
         self._catalogue = [_json(voice) for voice in catalogue]
-        self.openai_voice = openai_voice_id(catalogue)  # what OpenAI's voice names speak with
 
     def render(self, clones: Sequence[models.Voice]) -> bytes:
         """The JSON of a `VoiceList`: the catalogue, then the organization's clones."""

@@ -10,8 +10,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from voice_service.core.ids import catalogue_voice_id
 from voice_service.core.models import Voice, utcnow
 from voice_service.core.vocabulary import Capability
+from voice_service.engines.catalog import engine_names, engine_of
 from voice_service.engines.protocols import EngineVoice
-from voice_service.inference.plugins import engine_names
 
 PROVIDER, CLONED = "PROVIDER", "CLONED"
 
@@ -42,7 +42,7 @@ def catalogue_order(
 ) -> tuple[int, str, str, str]:
     """Where a voice stands in `GET /voices`: by engine rank, then language, then name (and
     id, which derives from `engine_voice`, for voices of one name)."""
-    engine = engine_voice.split(":", 1)[0]
+    engine = engine_of(engine_voice)
     local = engine_names(Capability.TEXT_TO_SPEECH)
     rank = local.index(engine) + 1 if engine in local else 0  # 0: a provider's
     return rank, (language or "").lower(), name, catalogue_voice_id(engine_voice)

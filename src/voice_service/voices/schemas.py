@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field, PlainSerializer, WithJsonSchema
 
 from voice_service.core import models
 from voice_service.core.ids import catalogue_voice_id
-from voice_service.inference.engines import CLONE_BASE_VOICE
+from voice_service.engines.catalog import CLONE_BASE_VOICE
 
 # Piper's Joe, English. A catalogue id derives from the engine's voice key, so Joe has this
 # one on every install with Piper (the default): the reference's examples speak with him,

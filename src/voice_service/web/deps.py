@@ -10,13 +10,13 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.requests import HTTPConnection
 
 from voice_service.books.idempotency.keys import HEADER as IDEMPOTENCY_HEADER
-from voice_service.books.idempotency.keys import claim_idempotency_key
 from voice_service.books.ledger import Ledger
 from voice_service.core.errors import AccountSuspended, InvalidApiKey, ServiceDisabled
 from voice_service.core.vocabulary import Scope, Service
 from voice_service.tenancy.keys import looks_like_secret
 from voice_service.tenancy.principal import Principal, find_principal
 from voice_service.web.context import AppContext
+from voice_service.web.idempotency import claim_idempotency_key
 
 # auto_error=False: a missing header must become our 401 envelope, not FastAPI's 403.
 _bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer vs_...`")

@@ -1,29 +1,17 @@
 """/api/v1/docs: Swagger UI 5 served by the app itself (the dist files that the
 fastapi-offline package ships), so the API reference renders our OpenAPI 3.1 documents
-offline, under a CSP without inline script; and /api/v1/docs/websockets, the page for the
-WebSocket protocols, which OpenAPI cannot describe."""
+offline, under a CSP without inline script. The page for the WebSocket protocols, which
+OpenAPI cannot describe, is realtime's own (`realtime.reference`), in the same frame."""
 
 from __future__ import annotations
 
 from importlib.resources import files
 from pathlib import Path
-from string import Template
-from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 
 from voice_service.core.errors import NotFound
-from voice_service.realtime.audio_in import RATE
-from voice_service.realtime.input_streaming import LONGEST_RUN
-from voice_service.realtime.transcription import (
-    MAX_BUFFER,
-    MAX_TURN,
-    MAX_WAITING_TURNS,
-    MIN_COMMIT,
-)
-from voice_service.settings import Settings
-from voice_service.web.deps import Context
 from voice_service.web.openapi import NATIVE_DOCUMENT, OPENAI_DOCUMENT, openai_document
 
 _SWAGGER_UI = Path(str(files("fastapi_offline") / "static"))
@@ -36,7 +24,6 @@ _ASSETS = {
     "docs.css": (_HERE / "docs.css", "text/css"),
     "favicon.svg": (_HERE.parent / "console" / "static" / "logo.svg", "image/svg+xml"),
 }
-_WEBSOCKETS_PAGE = Template((_HERE / "docs_websockets.html").read_text(encoding="utf-8"))
 _CONSOLE = "/console/"
 # Script and styles only from files; "Try it out" calls this origin and may show what it
 # answers (audio and images as blob: URLs, Swagger UI's icons as data: URLs).
@@ -53,7 +40,7 @@ CONTENT_SECURITY_POLICY = "; ".join(
         "form-action 'none'",
     )
 )
-_PAGE_HEADERS = {
+PAGE_HEADERS = {
     "Content-Security-Policy": CONTENT_SECURITY_POLICY,
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "same-origin",
@@ -68,16 +55,7 @@ def docs_router(prefix: str) -> APIRouter:
 
     @router.get(docs)
     async def docs_page() -> HTMLResponse:
-        return HTMLResponse(reference, headers=_PAGE_HEADERS)
-
-    @router.get(f"{docs}/websockets")
-    async def websockets_page(context: Context) -> HTMLResponse:
-        text = _WEBSOCKETS_PAGE.substitute(
-            head=f'{_head(assets)}\n<link rel="stylesheet" href="{assets}/docs.css">',
-            bar=_bar(docs, websockets=True),
-            **_limits(context.settings),
-        )
-        return HTMLResponse(text, headers=_PAGE_HEADERS)
+        return HTMLResponse(reference, headers=PAGE_HEADERS)
 
     @router.get(f"{assets}/{{name}}")
     async def docs_asset(name: str) -> Response:
@@ -94,7 +72,7 @@ def docs_router(prefix: str) -> APIRouter:
     return router
 
 
-def _head(assets: str) -> str:
+def page_head(assets: str) -> str:
     return f"""<meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <link rel="icon" href="{assets}/favicon.svg" type="image/svg+xml">"""
@@ -104,13 +82,13 @@ def _reference_page(docs: str, assets: str) -> str:
     return f"""<!doctype html>
 <html lang="en">
 <head>
-{_head(assets)}
+{page_head(assets)}
 <title>Voice Service API reference</title>
 <link rel="stylesheet" href="{assets}/swagger-ui.css">
 <link rel="stylesheet" href="{assets}/docs.css">
 </head>
 <body>
-{_bar(docs, websockets=False)}
+{docs_bar(docs, websockets=False)}
 <div id="swagger-ui"></div>
 <script src="{assets}/swagger-ui-bundle.js"></script>
 <script src="{assets}/docs-init.js"></script>
@@ -118,7 +96,7 @@ def _reference_page(docs: str, assets: str) -> str:
 </html>"""
 
 
-def _bar(docs: str, *, websockets: bool) -> str:
+def docs_bar(docs: str, *, websockets: bool) -> str:
     """The reference's top bar: the way back to the console (which links here), the two
     documents (`docs_init.js` shows the one ?api= names) and the WebSocket page."""
     current = ' aria-current="page"' if websockets else ""
@@ -131,17 +109,3 @@ def _bar(docs: str, *, websockets: bool) -> str:
 <a href="{docs}/websockets"{current}>WebSocket protocols</a>
 </nav>
 </header>"""
-
-
-def _limits(settings: Settings) -> dict[str, Any]:
-    """The figures the WebSocket page gives: this node's settings and the protocols' own."""
-    return {
-        "idle_seconds": f"{settings.realtime_idle_seconds:g}",
-        "max_seconds": f"{settings.max_realtime_seconds:g}",
-        "sessions_per_key": settings.max_realtime_sessions_per_key,
-        "longest_run": LONGEST_RUN,
-        "max_turn_seconds": MAX_TURN // RATE,
-        "max_buffer_seconds": MAX_BUFFER // RATE,
-        "min_commit_ms": MIN_COMMIT * 1000 // RATE,
-        "waiting_turns": MAX_WAITING_TURNS,
-    }

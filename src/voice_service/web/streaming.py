@@ -24,29 +24,6 @@ from voice_service.core.errors import ApiError, ClientClosedRequest, InternalErr
 logger = logging.getLogger(__name__)
 
 
-async def started(chunks: AsyncGenerator[bytes, None]) -> AsyncGenerator[bytes, None]:
-    """`chunks`, once its first item exists: an error in making it is raised here, before
-    any status is sent, and gets its ordinary error response."""
-    try:
-        first = await anext(chunks)
-    except StopAsyncIteration:
-        first = b""
-    except BaseException:
-        await chunks.aclose()
-        raise
-    return _prepend(first, chunks)
-
-
-async def _prepend(first: bytes, rest: AsyncGenerator[bytes, None]) -> AsyncGenerator[bytes, None]:
-    try:
-        if first:
-            yield first
-        async for chunk in rest:
-            yield chunk
-    finally:
-        await rest.aclose()
-
-
 class MeteredStream(Response):
     """A response that sends `body` as it is made (chunked transfer), stops making it when
     the client leaves, and tells the request's ledger how it ended: `charge` is billed if

@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from voice_service.books.idempotency import repository
 from voice_service.books.idempotency.keys import answer_name
-from voice_service.cloning.samples import SampleStore
+from voice_service.kit.blobs import BlobStore
 from voice_service.kit.db import transaction
 
 logger = logging.getLogger(__name__)
@@ -24,7 +24,7 @@ INTERVAL_SECONDS = 600.0
 
 async def remove_expired(
     sessions: async_sessionmaker[AsyncSession],
-    store: SampleStore,
+    store: BlobStore,
     clock: Callable[[], datetime],
     batch: int = BATCH,
 ) -> int:
@@ -45,7 +45,7 @@ async def remove_expired(
 
 async def expire_forever(
     sessions: async_sessionmaker[AsyncSession],
-    store: SampleStore,
+    store: BlobStore,
     clock: Callable[[], datetime],
 ) -> None:
     """Every few minutes, batches until none is left; failures wait for the next round."""

@@ -6,46 +6,33 @@ time. The same key with another request is refused; one whose first request stil
 waits for it, then gets its answer. Errors are not kept (a retry after a 5xx or 429 runs
 again); other 4xx answers are.
 
-`claim_idempotency_key` (a route dependency, after authentication) claims the key for the
-request or raises `StoredAnswer` to replay one. The request's ledger holds the claim: its
-billing marks the key billed in the success's transaction, and when the response has gone
-out the middleware hands it what was sent, to keep (`HeldKey.finish`). While the request
-runs, its node renews a short lease on the key; if the node dies the lease lapses and a
-retry runs the request again, billing it only if the first run was not billed.
+`web.idempotency.claim_idempotency_key` (a route dependency, after authentication) claims
+the key for the request or raises `StoredAnswer` to replay one. The request's ledger holds
+the claim: its billing marks the key billed in the success's transaction, and when the
+response has gone out the middleware hands it what was sent, to keep (`HeldKey.finish`).
+While the request runs, its node renews a short lease on the key; if the node dies the lease
+lapses and a retry runs the request again, billing it only if the first run was not billed.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import re
-import time
 from collections.abc import Callable
 from datetime import datetime
-from urllib.parse import urlencode
 
-from fastapi import Request
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from voice_service.books.idempotency import repository
-from voice_service.books.idempotency.fingerprint import fingerprint
-from voice_service.books.ledger import Ledger, SentAnswer
-from voice_service.cloning.samples import SampleStore
-from voice_service.core.errors import ClientClosedRequest, IdempotencyKeyInUse, InvalidRequest
-from voice_service.core.models import IdempotencyEntry
+from voice_service.books.ledger import SentAnswer
+from voice_service.kit.blobs import BlobStore
 from voice_service.kit.db import transaction
-from voice_service.tenancy.principal import Principal
-from voice_service.web.context import AppContext
 
 logger = logging.getLogger(__name__)
 
 HEADER = "Idempotency-Key"
 REPLAYED_HEADER = "Idempotent-Replayed"
 RELEASED_HEADER = "Idempotency-Key-Released"  # the answer is too large to keep
-_VALID_KEY = re.compile(r"[\x20-\x7e]{1,255}")  # printable ASCII
-POLL_SECONDS = 0.2  # how often a retry looks whether the first request has finished
 RENEW_SECONDS = repository.LEASE.total_seconds() / 3
 NOT_KEPT = frozenset({408, 409, 429, 499})  # answers a retry should not get again
 
@@ -75,7 +62,7 @@ class HeldKey:
     def __init__(
         self,
         sessions: async_sessionmaker[AsyncSession],
-        store: SampleStore,
+        store: BlobStore,
         clock: Callable[[], datetime],
         org_id: str,
         key: str,
@@ -148,80 +135,3 @@ class HeldKey:
 
 def answer_name(org_id: str, request_id: str) -> str:
     return f"{org_id}/{request_id}"
-
-
-async def claim_idempotency_key(
-    request: Request, context: AppContext, ledger: Ledger, principal: Principal, key: str
-) -> None:
-    """Claim `key` for the request to run; or raise `StoredAnswer` with the key's first
-    answer (after waiting for it, if it still runs)."""
-    if _VALID_KEY.fullmatch(key) is None:
-        raise InvalidRequest(f"{HEADER}: 1 to 255 printable ASCII characters.", param=HEADER)
-    body = await request.body()  # kept by the request for its handler to parse
-    digest = fingerprint(
-        request.method, _target(request), request.headers.get("content-type"), body
-    )
-    settings = context.settings
-    give_up = time.monotonic() + settings.queue_timeout_seconds + settings.inference_timeout_seconds
-    while True:
-        outcome = await _claim(context, principal.org_id, key, digest, ledger.request_id)
-        if isinstance(outcome, repository.Claimed):
-            if outcome.stale_answer is not None:
-                with contextlib.suppress(Exception):  # an orphan costs only storage
-                    await context.samples.drop_answer(
-                        answer_name(principal.org_id, outcome.stale_answer)
-                    )
-            ledger.hold_key(
-                HeldKey(
-                    context.sessions,
-                    context.samples,
-                    context.books.clock,
-                    principal.org_id,
-                    key,
-                    ledger.request_id,
-                    billed_before=outcome.billed,
-                    max_bytes=settings.idempotent_answer_max_bytes,
-                )
-            )
-            return
-        if isinstance(outcome, repository.Mismatch):
-            raise InvalidRequest(
-                f"{HEADER}: this key was used in the last 24 hours with a different request "
-                "(method, path or body); use a new key for a new request.",
-                param=HEADER,
-            )
-        if isinstance(outcome, repository.Done):
-            raise await _stored(context, outcome.entry)
-        # Its first request is still running: wait for its answer.
-        if time.monotonic() >= give_up:
-            raise IdempotencyKeyInUse()
-        if ledger.client_gone.is_set():
-            raise ClientClosedRequest()
-        await asyncio.sleep(POLL_SECONDS)
-
-
-async def _claim(
-    context: AppContext, org_id: str, key: str, digest: str, request_id: str
-) -> repository.Claim:
-    try:
-        async with transaction(context.sessions) as session:
-            return await repository.claim(
-                session, org_id, key, digest, request_id, context.books.clock()
-            )
-    except IntegrityError:  # another request inserted the key first
-        return repository.Running()
-
-
-async def _stored(context: AppContext, entry: IdempotencyEntry) -> StoredAnswer:
-    assert entry.status is not None
-    if entry.body_in_store:
-        body = await context.samples.answer(answer_name(entry.org_id, entry.request_id))
-    else:
-        body = entry.body or b""
-    return StoredAnswer(entry.status, entry.error_code, entry.content_type, body)
-
-
-def _target(request: Request) -> str:
-    """The path, and the query (which can choose the answer's format) in a canonical order."""
-    query = sorted(request.query_params.multi_items())
-    return f"{request.url.path}?{urlencode(query)}" if query else request.url.path

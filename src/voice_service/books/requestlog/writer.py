@@ -30,11 +30,13 @@ from voice_service.books.requestlog.repository import (
 )
 from voice_service.books.requestlog.spool import LogSpool
 from voice_service.kit.db import SqliteWriteThread, transaction
-from voice_service.kit.logs import log_request
+from voice_service.kit.logs import REQUEST_FIELDS
 from voice_service.kit.metrics.registry import Metrics
 from voice_service.kit.waiting import wait_at_most
 
 logger = logging.getLogger(__name__)
+# The request line, whoever writes its row (kit/logs.py formats it).
+_requests = logging.getLogger("voice_service.requests")
 
 MAX_BATCH = 256
 REPLAY_CHUNK = 1000
@@ -89,8 +91,15 @@ class RequestLogWriter:
     def announce(self, entry: LogEntry, key_prefix: str | None) -> None:
         """The request's line in the process log and its count in the metrics: once per
         row, whoever writes it (`write`, or a billed success in its own transaction)."""
-        log_request(entry, key_prefix)
-        self._metrics.count_request(entry)
+        _log_request(entry, key_prefix)
+        self._metrics.count_request(
+            entry.method,
+            entry.path,
+            entry.status,
+            entry.duration_ms,
+            entry.error_code,
+            entry.org_id,
+        )
 
     async def write(self, entry: LogEntry) -> None:
         """Return once `entry` is durable (in the database or the spool); else raise."""
@@ -195,3 +204,19 @@ class RequestLogWriter:
                 logger.warning("request log spool: the database is still unavailable (%r)", exc)
         logger.warning("request log spool replayed: rows go to the database again")
         self._replayer = None
+
+
+def _log_request(entry: LogEntry, key_prefix: str | None) -> None:
+    """The request's one line, whoever writes its row."""
+    fields = {name: getattr(entry, name, None) for name in REQUEST_FIELDS}
+    fields["key_prefix"] = key_prefix  # the row has the key's id; the log its display prefix
+    _requests.info(
+        "%s %s %s %d %s %dms",
+        entry.request_id,
+        entry.method,
+        entry.path,
+        entry.status,
+        entry.error_code or "-",
+        entry.duration_ms,
+        extra=fields,
+    )

@@ -86,7 +86,7 @@ class WorldCloner:
     a loaded 2-core start for Piper alone, ~15 CPU-s per Kokoro style: all six took 138
     CPU-s, 3.6 min on this 2-core machine). Choosing a base needs them all, so measuring
     lazily would hold a node's first clone for minutes, and measuring at start would add
-    them to every start: the profiles ship as data instead (`clone_base_profiles`, checked
+    them to every start: the profiles ship as data instead (`base_profiles`, checked
     against fresh measurements by the tests), and only a base missing from `profiles` is
     measured, on first use; start-up now spends nothing on cloning (0.07 s, the encoder).
     The probes are synthesized on first use, under the lock.

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from voice_service.inference.plugins import CLONER, LOCAL_ENGINES
+from voice_service.engines.catalog import CLONER, LOCAL_ENGINES
 
 ProviderKind = Literal["openai", "elevenlabs"]
 # Where each kind is when `base_urls` is left out: the hosted API.

@@ -18,7 +18,6 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from voice_service.books.requestlog.repository import LogEntry
 from voice_service.core.vocabulary import Capability
 from voice_service.kit.metrics.endpoints import EndpointNames
 from voice_service.kit.metrics.multiprocess import forget_dead_workers, worker_exited
@@ -128,13 +127,21 @@ class Metrics:
             self.queue_depth.labels(capability)
             self.running.labels(capability)
 
-    def count_request(self, entry: LogEntry) -> None:
+    def count_request(
+        self,
+        method: str,
+        path: str,
+        status: int,
+        duration_ms: int,
+        error_code: str | None,
+        org_id: str | None,
+    ) -> None:
         """One request-log row was made: called once per row, whoever writes it."""
-        endpoint = self.endpoints.of(entry.method, entry.path)
-        org = (entry.org_id or NO_ORG,) if self._org_labels else ()
-        self.requests.labels(endpoint, str(entry.status), *org).inc()
-        self.request_duration.labels(endpoint).observe(entry.duration_ms / 1000)
-        if entry.error_code == RATE_LIMITED:
+        endpoint = self.endpoints.of(method, path)
+        org = (org_id or NO_ORG,) if self._org_labels else ()
+        self.requests.labels(endpoint, str(status), *org).inc()
+        self.request_duration.labels(endpoint).observe(duration_ms / 1000)
+        if error_code == RATE_LIMITED:
             self.rate_limited.inc()
 
     def count_usage(self, endpoint: str, units: int, org_id: str) -> None:

@@ -1,4 +1,5 @@
-"""Where clones' consented samples live: in the database (default) or an S3-compatible store.
+"""Where the service keeps files: clones' consented samples and idempotent requests' answers,
+in the database (default) or an S3-compatible bucket.
 
 Every node of a cluster reaches either, so a delete through any node removes the sample.
 Samples are kept only as the consented record; synthesis uses the profile in `voices`.
@@ -10,8 +11,8 @@ The interface follows the clone and delete flows:
         await save(session)      # the sample joins the clone's transaction
 
     async with transaction(sessions) as session:
-        await repository.delete_clone(session, org_id, voice_id)  # drops a database sample
-    await store.deleted(org_id, voice_id)                          # after the commit
+        await delete_clone(session, org_id, voice_id)  # drops a database sample
+    await store.deleted(org_id, voice_id)             # after the commit
 
 The database store inserts the sample in the clone's transaction, so a failed clone leaves
 nothing. The S3 store uploads before the transaction (never while it holds the org's clone
@@ -25,7 +26,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Collection,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -34,15 +43,17 @@ from urllib.parse import urlsplit
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from voice_service.cloning import repository
 from voice_service.core.errors import ProviderError
-from voice_service.core.models import utcnow
+from voice_service.core.models import VoiceSample, utcnow
 from voice_service.settings import Settings
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 SaveStep = Callable[[AsyncSession], Awaitable[None]]
+# (org id, voice id) of those of the voice ids that are live clones: the sweep's question,
+# which the clones' repository answers.
+LiveClones = Callable[[AsyncSession, Collection[str]], Awaitable[set[tuple[str, str]]]]
 
 # An object younger than this may belong to a clone still committing on another node.
 ORPHAN_GRACE = timedelta(hours=1)
@@ -51,7 +62,7 @@ S3_TIMEOUT_SECONDS = 5.0
 S3_MAX_ATTEMPTS = 2
 
 
-class SampleStore(ABC):
+class BlobStore(ABC):
     @abstractmethod
     def saving(
         self, org_id: str, voice_id: str, sample: Path
@@ -68,7 +79,7 @@ class SampleStore(ABC):
         """Remove samples older than `grace` (default ORPHAN_GRACE) whose voice is not
         live; returns how many."""
 
-    # Idempotent requests' answers are kept where the samples are (idempotency/keeper.py).
+    # Idempotent requests' answers are kept where the samples are (books/idempotency/).
 
     @abstractmethod
     async def keep_answer(self, name: str, body: bytes) -> bool:
@@ -84,8 +95,8 @@ class SampleStore(ABC):
         """Delete a kept answer; one already gone is fine."""
 
 
-class DatabaseSampleStore(SampleStore):
-    """Samples in `voice_samples`, inserted and (by `repository.delete_clone`) deleted in
+class DatabaseBlobStore(BlobStore):
+    """Samples in `voice_samples`, inserted and (by the clone's delete) deleted in
     the voice's own transactions: nothing to clean up, ever. The sample is read before the
     transaction; it is at most the upload cap (25 MiB by default)."""
 
@@ -94,12 +105,12 @@ class DatabaseSampleStore(SampleStore):
         content = await asyncio.to_thread(sample.read_bytes)
 
         async def save(session: AsyncSession) -> None:
-            repository.add_sample(session, org_id, voice_id, content)
+            session.add(VoiceSample(voice_id=voice_id, org_id=org_id, content=content))
 
         yield save
 
     async def deleted(self, org_id: str, voice_id: str) -> None:
-        pass  # `repository.delete_clone` removed the row in the delete's own transaction
+        pass  # the clone's delete removed the row in its own transaction
 
     async def sweep(self, grace: timedelta | None = None) -> int:
         return 0  # a row never outlives its voice's transactions
@@ -118,14 +129,18 @@ async def _nothing_to_save(_session: AsyncSession) -> None:
     pass
 
 
-class S3SampleStore(SampleStore):
+class S3BlobStore(BlobStore):
     """Samples as objects `<prefix>/<org_id>/<voice_id>` in an S3-compatible bucket.
 
     boto3 is synchronous: each call runs in a worker thread, with short timeouts and one
     retry, so a store that does not answer costs a clone seconds, then a 502."""
 
     def __init__(
-        self, bucket: str, prefix: str, sessions: async_sessionmaker[AsyncSession]
+        self,
+        bucket: str,
+        prefix: str,
+        sessions: async_sessionmaker[AsyncSession],
+        live_clones: LiveClones,
     ) -> None:
         try:
             import boto3
@@ -146,6 +161,7 @@ class S3SampleStore(SampleStore):
         self.bucket = bucket
         self.prefix = prefix
         self._sessions = sessions
+        self._live_clones = live_clones
 
     def key(self, org_id: str, voice_id: str) -> str:
         return "/".join(part for part in (self.prefix, org_id, voice_id) if part)
@@ -170,7 +186,7 @@ class S3SampleStore(SampleStore):
         key = self.key(org_id, voice_id)
         try:
             async with self._sessions() as session:
-                if await repository.live_clones(session, [voice_id]):
+                if await self._live_clones(session, [voice_id]):
                     return
             await self._call(self._client.delete_object, Bucket=self.bucket, Key=key)
         except Exception:
@@ -212,7 +228,7 @@ class S3SampleStore(SampleStore):
         if not candidates:
             return 0
         async with self._sessions() as session:
-            live = await repository.live_clones(session, {v for _, v in candidates.values()})
+            live = await self._live_clones(session, {v for _, v in candidates.values()})
         orphans = [key for key, owner in candidates.items() if owner not in live]
         if not orphans:
             return 0
@@ -258,9 +274,11 @@ class S3SampleStore(SampleStore):
             raise ProviderError("The sample store failed; the request is safe to retry.") from exc
 
 
-def sample_store(settings: Settings, sessions: async_sessionmaker[AsyncSession]) -> SampleStore:
+def blob_store(
+    settings: Settings, sessions: async_sessionmaker[AsyncSession], live_clones: LiveClones
+) -> BlobStore:
     """The store VOICE_SERVICE_SAMPLE_STORE names (validated by Settings)."""
     if settings.sample_store is None:
-        return DatabaseSampleStore()
+        return DatabaseBlobStore()
     location = urlsplit(settings.sample_store)
-    return S3SampleStore(location.netloc, location.path.strip("/"), sessions)
+    return S3BlobStore(location.netloc, location.path.strip("/"), sessions, live_clones)

@@ -1,0 +1,81 @@
+"""The engines a node can run in its own process, as data: each one's name, capability and
+summary. Every name an operator writes (`VOICE_SERVICE_TTS_ENGINES`,
+`VOICE_SERVICE_STT_ENGINES`) is checked against this table; `inference.loaders` loads them.
+Engines on other servers (providers) are the other half: see `voice_service.inference.providers`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from voice_service.core.vocabulary import Capability
+
+
+@dataclass(frozen=True, slots=True)
+class LocalEngine:
+    """An engine that runs in the inference pool: CPU-bound (or on the node's GPU), one
+    worker thread per call. Its name prefixes its voice keys ("piper:en_US-joe-medium")."""
+
+    name: str
+    capability: Capability
+    summary: str  # what it is, for the settings' help
+
+
+# Best first: the catalogue lists voices in this order, so the first voice of a language
+# is its best.
+LOCAL_ENGINES: tuple[LocalEngine, ...] = (
+    LocalEngine("piper", Capability.TEXT_TO_SPEECH, "neural English; the default clone base"),
+    LocalEngine(
+        "kokoro",
+        Capability.TEXT_TO_SPEECH,
+        "neural Spanish, French, Italian, Portuguese; more clone bases",
+    ),
+    LocalEngine("espeak", Capability.TEXT_TO_SPEECH, "basic voices in 50+ languages"),
+    LocalEngine(
+        "whisper",
+        Capability.SPEECH_TO_TEXT,
+        "faster-whisper, Whisper base by default (WHISPER_MODEL_DIR for another)",
+    ),
+)
+
+# The cloner is not chosen by name: it is loaded whenever the clones' base voice is (see
+# `inference.engines.load_cloner`). Its name labels its work in the metrics.
+CLONER = "world"
+# What the metrics call the local check and decoding of a file a provider transcribes or
+# clones from (the seconds billed are always our decoder's).
+DECODER = "decoder"
+# Clones speak through the base voice that, converted toward their sample's profile, sounds
+# nearest it: this one, or one of Kokoro's English clone bases (`kokoro.CLONE_STYLES`) when
+# Kokoro is loaded. This one is the default (see `WorldCloner`): no Piper, no cloning.
+CLONE_BASE_VOICE = "piper:en_US-joe-medium"
+
+
+def engine_of(voice_key: str) -> str:
+    """The engine (or provider) whose voice `voice_key` is: the part before its colon."""
+    return voice_key.split(":", 1)[0]
+
+
+def engine_names(capability: Capability) -> tuple[str, ...]:
+    return tuple(engine.name for engine in LOCAL_ENGINES if engine.capability is capability)
+
+
+def parse_engine_list(value: str, capability: Capability) -> tuple[str, ...]:
+    """Comma-separated names of `capability`'s engines, in the order given, each once; empty
+    for none. Raises ValueError naming the choices."""
+    names = tuple(dict.fromkeys(name.strip() for name in value.split(",") if name.strip()))
+    known = engine_names(capability)
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise ValueError(
+            f"{', '.join(unknown)}: not a {capability} engine; name any of "
+            f"{', '.join(known)}, comma-separated, or none"
+        )
+    return names
+
+
+def engines_help(capability: Capability) -> str:
+    return "; ".join(
+        f"{engine.name} ({engine.summary})"
+        for engine in LOCAL_ENGINES
+        if engine.capability is capability
+    )
