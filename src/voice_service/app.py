@@ -26,13 +26,12 @@ from voice_service.console.headers import ConsoleHeadersMiddleware
 from voice_service.inference.engines import Engines
 from voice_service.inference.pool import InferencePool
 from voice_service.inference.providers.table import Providers
+from voice_service.kit import cluster
 from voice_service.kit.blobs import blob_store
-from voice_service.kit.cluster import check_connection_budget, check_pepper
 from voice_service.kit.db import (
     STARTUP_STATEMENT_TIMEOUT,
     SqliteWriteThread,
     create_engine,
-    hold_startup_lock,
     migrate,
     session_factory,
     transaction,
@@ -132,9 +131,7 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
             )
             await context.pool.start_up(load_vad)  # live transcription's turn detection
             async with transaction(session_factory(startup_db)) as session:
-                await hold_startup_lock(session)
-                await check_pepper(session, pepper)
-                await check_connection_budget(session, settings)
+                await cluster.join(session, settings, pepper)
                 await sync_catalogue(session, [*context.providers.voices(), *loaded.catalogue()])
                 context.voice_listing = VoiceListing(await list_catalogue(session))
         finally:

@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 
 from voice_service.audio import output_formats
+from voice_service.audio.encode import AudioFormat
 from voice_service.audio.output_formats import parse_output_format
+from voice_service.books.ledger import Ledger
 from voice_service.speech.schemas import SpeechRequest
 from voice_service.speech.service import (
     stream_speech,
@@ -14,6 +17,8 @@ from voice_service.speech.service import (
     synthesize_with_timestamps,
     timestamped_json,
 )
+from voice_service.tenancy.principal import Principal
+from voice_service.web.context import AppContext
 from voice_service.web.deps import Context, IdempotencyKey, RequestLedger, Speaker
 from voice_service.web.schemas import error_responses, json_request_body, parse_json
 from voice_service.web.streaming import MeteredStream
@@ -37,6 +42,33 @@ OutputFormatName = Annotated[
 ]
 
 
+@dataclass(frozen=True, slots=True)
+class _SpeechCall:
+    """What each of the four routes starts from: the caller, and its request read."""
+
+    context: AppContext
+    ledger: Ledger
+    principal: Principal
+    body: SpeechRequest
+    fmt: AudioFormat
+
+
+async def _speech_call(
+    request: Request,
+    context: Context,
+    ledger: RequestLedger,
+    principal: Speaker,
+    _idempotent: IdempotencyKey,
+    output_format: OutputFormatName = None,
+) -> _SpeechCall:
+    fmt = parse_output_format(output_format)
+    body = await parse_json(request, SpeechRequest)
+    return _SpeechCall(context, ledger, principal, body, fmt)
+
+
+SpeechCall = Annotated[_SpeechCall, Depends(_speech_call)]
+
+
 @router.post(
     "/text-to-speech",
     summary="Generate speech from text (MP3 unless output_format names another format)",
@@ -47,18 +79,9 @@ OutputFormatName = Annotated[
     },
     openapi_extra=json_request_body(SpeechRequest),
 )
-async def text_to_speech(
-    request: Request,
-    context: Context,
-    ledger: RequestLedger,
-    principal: Speaker,
-    _idempotent: IdempotencyKey,
-    output_format: OutputFormatName = None,
-) -> Response:
-    fmt = parse_output_format(output_format)
-    body = await parse_json(request, SpeechRequest)
-    audio = await synthesize_speech(context, principal, ledger, body, fmt)
-    return Response(audio, media_type=fmt.media_type)
+async def text_to_speech(call: SpeechCall) -> Response:
+    audio = await synthesize_speech(call.context, call.principal, call.ledger, call.body, call.fmt)
+    return Response(audio, media_type=call.fmt.media_type)
 
 
 @router.post(
@@ -77,19 +100,12 @@ async def text_to_speech(
     },
     openapi_extra=json_request_body(SpeechRequest),
 )
-async def text_to_speech_stream(
-    request: Request,
-    context: Context,
-    ledger: RequestLedger,
-    principal: Speaker,
-    _idempotent: IdempotencyKey,
-    output_format: OutputFormatName = None,
-) -> MeteredStream:
-    fmt = parse_output_format(output_format)
-    body = await parse_json(request, SpeechRequest)
-    speech = await stream_speech(context, principal, ledger, body.voice_id, body.text, fmt)
+async def text_to_speech_stream(call: SpeechCall) -> MeteredStream:
+    speech = await stream_speech(
+        call.context, call.principal, call.ledger, call.body.voice_id, call.body.text, call.fmt
+    )
     return MeteredStream(
-        speech.chunks, media_type=fmt.media_type, ledger=ledger, charge=speech.charge
+        speech.chunks, media_type=call.fmt.media_type, ledger=call.ledger, charge=speech.charge
     )
 
 
@@ -134,17 +150,10 @@ _TIMED = {
     },
     openapi_extra=json_request_body(SpeechRequest),
 )
-async def text_to_speech_with_timestamps(
-    request: Request,
-    context: Context,
-    ledger: RequestLedger,
-    principal: Speaker,
-    _idempotent: IdempotencyKey,
-    output_format: OutputFormatName = None,
-) -> Response:
-    fmt = parse_output_format(output_format)
-    body = await parse_json(request, SpeechRequest)
-    audio, alignment = await synthesize_with_timestamps(context, principal, ledger, body, fmt)
+async def text_to_speech_with_timestamps(call: SpeechCall) -> Response:
+    audio, alignment = await synthesize_with_timestamps(
+        call.context, call.principal, call.ledger, call.body, call.fmt
+    )
     return Response(timestamped_json(audio, alignment), media_type="application/json")
 
 
@@ -161,15 +170,8 @@ async def text_to_speech_with_timestamps(
     },
     openapi_extra=json_request_body(SpeechRequest),
 )
-async def text_to_speech_with_timestamps_stream(
-    request: Request,
-    context: Context,
-    ledger: RequestLedger,
-    principal: Speaker,
-    _idempotent: IdempotencyKey,
-    output_format: OutputFormatName = None,
-) -> MeteredStream:
-    fmt = parse_output_format(output_format)
-    body = await parse_json(request, SpeechRequest)
-    speech = await stream_with_timestamps(context, principal, ledger, body, fmt)
-    return MeteredStream(speech.chunks, media_type=NDJSON, ledger=ledger, charge=speech.charge)
+async def text_to_speech_with_timestamps_stream(call: SpeechCall) -> MeteredStream:
+    speech = await stream_with_timestamps(
+        call.context, call.principal, call.ledger, call.body, call.fmt
+    )
+    return MeteredStream(speech.chunks, media_type=NDJSON, ledger=call.ledger, charge=speech.charge)

@@ -35,7 +35,7 @@ from voice_service.core.ids import catalogue_voice_id
 from voice_service.core.vocabulary import Scope, Service
 from voice_service.inference.providers.config import ProvidersFileError, load_providers
 from voice_service.kit import cluster, serve_lock
-from voice_service.kit.db import create_engine, hold_startup_lock, run_in_transaction
+from voice_service.kit.db import create_engine, run_in_transaction
 from voice_service.kit.logs import log_config
 from voice_service.kit.metrics.multiprocess import share_between_workers
 from voice_service.settings import Settings
@@ -284,10 +284,8 @@ async def _bootstrap(session: AsyncSession, settings: Settings) -> dict[str, str
     """Check that this node agrees with its cluster; on an empty database make the first
     organization and its key, so curl works at once. Nodes starting together take turns
     (the start-up lock), so exactly one of them makes it."""
-    await hold_startup_lock(session)
     pepper = load_pepper(settings)
-    await cluster.check_pepper(session, pepper)
-    await cluster.check_connection_budget(session, settings)
+    await cluster.join(session, settings, pepper)
     first = await cluster.recorded(session, cluster.FIRST_ORGANIZATION)
     if first is not None:
         org, account = await tenancy.org_with_account(session, first)

@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from voice_service.core.models import Organization, Voice, VoiceSample, utcnow
 from voice_service.tenancy.cache import record_change
-from voice_service.voices.repository import CLONED
+from voice_service.voices.repository import live_clone
 
 
 async def lock_org_clone_limit(session: AsyncSession, org_id: str) -> int | None:
@@ -37,9 +37,7 @@ async def org_clone_limit(session: AsyncSession, org_id: str) -> int | None:
 
 async def count_live_clones(session: AsyncSession, org_id: str) -> int:
     count = await session.scalar(
-        select(func.count())
-        .select_from(Voice)
-        .where(Voice.org_id == org_id, Voice.type == CLONED, Voice.deleted_at.is_(None))
+        select(func.count()).select_from(Voice).where(Voice.org_id == org_id, live_clone())
     )
     return count or 0
 
@@ -55,8 +53,7 @@ async def delete_clone(session: AsyncSession, org_id: str, voice_id: str) -> boo
         .where(
             Voice.id == voice_id,
             Voice.org_id == org_id,
-            Voice.type == CLONED,
-            Voice.deleted_at.is_(None),
+            live_clone(),
         )
         .values(deleted_at=utcnow(), profile=null())
     )
@@ -77,8 +74,6 @@ async def add_clone(session: AsyncSession, voice: Voice) -> None:
 async def live_clones(session: AsyncSession, voice_ids: Collection[str]) -> set[tuple[str, str]]:
     """(org id, voice id) of those of `voice_ids` that are live clones."""
     rows = await session.execute(
-        select(Voice.org_id, Voice.id).where(
-            Voice.id.in_(voice_ids), Voice.type == CLONED, Voice.deleted_at.is_(None)
-        )
+        select(Voice.org_id, Voice.id).where(Voice.id.in_(voice_ids), live_clone())
     )
     return {(org_id, voice_id) for org_id, voice_id in rows if org_id is not None}

@@ -14,7 +14,7 @@ from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from voice_service.core.models import ServiceMeta
-from voice_service.kit.db import insert_if_absent
+from voice_service.kit.db import hold_startup_lock, insert_if_absent
 from voice_service.settings import Settings
 
 PEPPER_FINGERPRINT = "pepper_fingerprint"
@@ -23,6 +23,16 @@ FIRST_ORGANIZATION = "first_organization"
 
 class ClusterMismatch(Exception):
     """This node's configuration contradicts what the database records for the cluster."""
+
+
+async def join(session: AsyncSession, settings: Settings, pepper: bytes) -> None:
+    """Take this node's turn at start-up (the start-up lock, until `session`'s transaction
+    ends), then check that it agrees with its cluster. `serve` joins before it makes the
+    first key and prints its banner; each app's lifespan joins again, whichever server
+    runs it (both checks are reads once the values are recorded)."""
+    await hold_startup_lock(session)
+    await check_pepper(session, pepper)
+    await check_connection_budget(session, settings)
 
 
 def pepper_fingerprint(pepper: bytes) -> str:

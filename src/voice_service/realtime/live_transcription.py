@@ -20,7 +20,9 @@ from voice_service.core.errors import ProviderError, RateLimited
 from voice_service.core.vocabulary import Capability, UsageEndpoint
 from voice_service.engines.protocols import EngineError, Pcm, SpeechToText, TranscribeOptions
 from voice_service.inference.admission import Job
+from voice_service.inference.providers.provider import Provider
 from voice_service.inference.providers.wire import AudioFile
+from voice_service.inference.resolver import NO_TRANSCRIBER, can_transcribe, transcriber_for
 from voice_service.realtime.audio_in import RATE, Floats
 from voice_service.realtime.transcription import TranscriptionSession
 from voice_service.realtime.upgrade import (
@@ -42,11 +44,8 @@ HOLD_AHEAD = 60
 
 async def check_transcriber(context: AppContext, _principal: Principal) -> None:
     assert context.engines is not None
-    if context.engines.transcriber is None and not context.providers.languages():
-        raise ProviderError(
-            "This node has no transcription engine: VOICE_SERVICE_STT_ENGINES is empty and "
-            "no provider transcribes."
-        )
+    if not can_transcribe(context.engines, context.providers):
+        raise ProviderError(NO_TRANSCRIBER)
 
 
 async def run_transcription(session: Session, _prepared: None) -> None:
@@ -150,18 +149,15 @@ async def _transcribe(
     """A turn's text: from the provider the providers file routes its language to, else
     from this node's engine, through the same admission as every transcription."""
     assert context.engines is not None
-    transcriber = context.engines.transcriber
-    provider = context.providers.transcriber(options.language, local=transcriber is not None)
-    if provider is not None:
+    transcriber = transcriber_for(context.engines, context.providers, options.language)
+    if isinstance(transcriber, Provider):
         wav = encode([_pcm16(audio)], FORMATS[OutputFormat.WAV])
         upload = AudioFile("turn.wav", wav, "audio/wav")
-        transcript = await provider.transcribe(upload, options, audio.size / RATE)
+        transcript = await transcriber.transcribe(upload, options, audio.size / RATE)
         return transcript.text
-    if transcriber is None:
-        raise ProviderError("This node has no transcription engine.")
-    job = Job(Capability.SPEECH_TO_TEXT, context.engines.transcriber_name, live=True)
+    job = Job(Capability.SPEECH_TO_TEXT, transcriber.name, live=True)
     try:
-        return await context.pool.run(job, _text, transcriber, audio, options)
+        return await context.pool.run(job, _text, transcriber.engine, audio, options)
     except EngineError as exc:
         logger.error("a realtime turn of %s failed: %r", ledger.request_id, exc)
         raise ProviderError() from exc

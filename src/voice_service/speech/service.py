@@ -28,6 +28,7 @@ from voice_service.core.vocabulary import Capability, UsageEndpoint
 from voice_service.engines.alignment import Alignment, TextTimer
 from voice_service.engines.deadline import Deadline
 from voice_service.engines.protocols import EngineError, UnknownVoice
+from voice_service.inference import resolver
 from voice_service.inference.admission import Job
 from voice_service.inference.engines import Engines, SpokenChunk
 from voice_service.inference.providers.table import ProviderVoice
@@ -234,7 +235,7 @@ async def timed_speech(
 
 def remote_speaker(runtime: Runtime, voice: Voice) -> ProviderVoice | None:
     """The provider that speaks the voice (a clone made there too), if one does."""
-    return runtime.providers.speaker(voice.engine_voice) if voice.profile is None else None
+    return resolver.remote_speaker(runtime.providers, voice.engine_voice, voice.profile)
 
 
 def is_remote(runtime: Runtime, voice: Voice) -> bool:

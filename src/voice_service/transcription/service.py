@@ -34,6 +34,7 @@ from voice_service.engines.protocols import (
 from voice_service.inference.admission import Job
 from voice_service.inference.providers.provider import Provider
 from voice_service.inference.providers.wire import UPLOAD_NAMES, AudioFile
+from voice_service.inference.resolver import transcriber_for, transcription_languages
 from voice_service.kit.waiting import unless_set
 from voice_service.runtime import Runtime
 
@@ -79,8 +80,7 @@ def parse_language(value: str | None, known: frozenset[str]) -> str | None:
 def known_languages(runtime: Runtime) -> frozenset[str]:
     """The language hints this node takes: its own engine's and its providers'."""
     assert runtime.engines is not None
-    local = runtime.engines.transcriber
-    return (local.languages() if local else frozenset()) | runtime.providers.languages()
+    return transcription_languages(runtime.engines, runtime.providers)
 
 
 async def transcribe_upload(
@@ -117,19 +117,13 @@ async def transcript_parts(
     `policy` does not accept its refusal. A provider transcribes when the providers file
     routes `options.language` to one (see `Providers.transcriber`)."""
     assert runtime.engines is not None
-    transcriber = runtime.engines.transcriber
-    provider = runtime.providers.transcriber(options.language, local=transcriber is not None)
-    if provider is not None:
-        remote = _remote_transcript_parts(runtime, provider, ledger, path, options, policy)
+    transcriber = transcriber_for(runtime.engines, runtime.providers, options.language)
+    if isinstance(transcriber, Provider):
+        remote = _remote_transcript_parts(runtime, transcriber, ledger, path, options, policy)
         async with aclosing(remote) as parts:
             async for part in parts:
                 yield part
         return
-    if transcriber is None:
-        raise ProviderError(
-            "This node has no transcription engine: VOICE_SERVICE_STT_ENGINES is empty and "
-            "no provider transcribes."
-        )
     audio: DecodedAudio | Path = path
     if ledger.capped:
         # Its seconds are held against the cap before any inference: decoded on its own.
@@ -140,13 +134,9 @@ async def transcript_parts(
             )
         await ledger.hold(billed_seconds(audio.duration_seconds))
     made = runtime.pool.stream(
-        Job(
-            Capability.SPEECH_TO_TEXT,
-            runtime.engines.transcriber_name,
-            abandoned=ledger.client_gone,
-        ),
+        Job(Capability.SPEECH_TO_TEXT, transcriber.name, abandoned=ledger.client_gone),
         _transcript_parts,
-        transcriber,
+        transcriber.engine,
         audio,
         policy.accepted,
         options,

@@ -16,6 +16,11 @@ from voice_service.engines.protocols import EngineVoice
 PROVIDER, CLONED = "PROVIDER", "CLONED"
 
 
+def live_clone() -> ColumnElement[bool]:
+    """A clone that is not deleted: the one filter of every query of live clones."""
+    return (Voice.type == CLONED) & Voice.deleted_at.is_(None)
+
+
 def visible_to(org_id: str) -> ColumnElement[bool]:
     """Live voices an organization may see: the shared catalogue and its own clones."""
     return (Voice.deleted_at.is_(None)) & or_(Voice.type == PROVIDER, Voice.org_id == org_id)
@@ -51,7 +56,7 @@ def catalogue_order(
 async def list_clones(session: AsyncSession, org_id: str) -> Sequence[Voice]:
     result = await session.scalars(
         select(Voice)
-        .where(Voice.org_id == org_id, Voice.type == CLONED, Voice.deleted_at.is_(None))
+        .where(Voice.org_id == org_id, live_clone())
         .order_by(Voice.created_at, Voice.id)
     )
     return result.all()

@@ -1,0 +1,61 @@
+"""Which engine or provider serves a request: the one place that answers "here, or on
+another server?" for every surface (files, live turns, speech)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from voice_service.core.errors import ProviderError
+from voice_service.engines.protocols import SpeechToText
+from voice_service.inference.engines import Engines
+from voice_service.inference.providers.provider import Provider
+from voice_service.inference.providers.table import Providers, ProviderVoice
+
+NO_TRANSCRIBER = (
+    "This node has no transcription engine: VOICE_SERVICE_STT_ENGINES is empty and "
+    "no provider transcribes."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class LocalTranscriber:
+    """This node's engine, run in its inference pool."""
+
+    engine: SpeechToText
+    name: str  # its entry in the catalogue, which labels its jobs
+
+
+def transcriber_for(
+    engines: Engines, providers: Providers, language: str | None
+) -> LocalTranscriber | Provider:
+    """Who transcribes audio in `language` (None: not given): the provider the providers
+    file routes it to (see `Providers.transcriber`), else this node's engine. Raises
+    ProviderError when there is neither."""
+    local = engines.transcriber
+    provider = providers.transcriber(language, local=local is not None)
+    if provider is not None:
+        return provider
+    if local is None:
+        raise ProviderError(NO_TRANSCRIBER)
+    return LocalTranscriber(local, engines.transcriber_name)
+
+
+def can_transcribe(engines: Engines, providers: Providers) -> bool:
+    """Some language can be transcribed: here, or by a provider."""
+    return engines.transcriber is not None or bool(providers.languages())
+
+
+def transcription_languages(engines: Engines, providers: Providers) -> frozenset[str]:
+    """The language hints this node takes: its engine's and its providers'."""
+    local = engines.transcriber
+    return (local.languages() if local else frozenset()) | providers.languages()
+
+
+def remote_speaker(
+    providers: Providers, voice_key: str, profile: Mapping[str, Any] | None
+) -> ProviderVoice | None:
+    """The provider that speaks a voice (a clone made there too), if one does; None when
+    this node's engines speak it (a clone made here has its `profile`)."""
+    return providers.speaker(voice_key) if profile is None else None
