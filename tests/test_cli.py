@@ -15,7 +15,7 @@ from tests.helpers.app import running
 from tests.helpers.cli import admin_env
 from tests.helpers.voices import JOE
 from voice_service.app import create_app
-from voice_service.cli.commands import app as cli
+from voice_service.cli import app as cli
 from voice_service.inference.engines import Engines
 from voice_service.settings import Settings
 

@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from tests.helpers.cli import admin_env
 from tests.helpers.voices import JOE
-from voice_service.cli.commands import _welcome
-from voice_service.cli.commands import app as cli
+from voice_service.cli import app as cli
+from voice_service.cli.serve import _welcome
 from voice_service.console.audit import Action, record_event
 from voice_service.core.models import User
 from voice_service.kit.db import run_in_transaction

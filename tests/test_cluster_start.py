@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 from tests.helpers.app import fresh_database, make_settings, running
 from tests.helpers.cli import admin_env, unconfigured_env, voice_service
 from voice_service.app import create_app
-from voice_service.cli.commands import _bootstrap
-from voice_service.cli.commands import app as cli
+from voice_service.cli import app as cli
+from voice_service.cli.serve import _bootstrap
 from voice_service.inference.engines import Engines
 from voice_service.kit.cluster import ClusterMismatch
 from voice_service.kit.db import run_in_transaction

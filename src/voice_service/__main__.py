@@ -1,3 +1,3 @@
-from voice_service.cli.commands import main
+from voice_service.cli import main
 
 main()

@@ -33,9 +33,9 @@ from tests.helpers.ports import free_port
 from voice_service.app import create_app
 from voice_service.books.idempotency.expiry import remove_expired
 from voice_service.cloning import repository
-from voice_service.kit import blobs
 from voice_service.core.models import IdempotencyEntry, Voice, VoiceSample, utcnow
 from voice_service.inference.engines import Engines
+from voice_service.kit import blobs
 from voice_service.kit.blobs import S3BlobStore
 from voice_service.settings import Settings
 

@@ -63,7 +63,7 @@ def test_commands_that_load_no_engine_import_none() -> None:
     script = (
         "import sys\n"
         "from typer.testing import CliRunner\n"
-        "from voice_service.cli.commands import app\n"
+        "from voice_service.cli import app\n"
         "result = CliRunner().invoke(app, ['keys', 'list', 'org_none'])\n"
         f"print(sorted(m for m in {heavy!r} if m in sys.modules))\n"
     )

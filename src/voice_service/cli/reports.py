@@ -1,0 +1,117 @@
+"""What an organization used, and the requests it made."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import date
+from typing import Annotated, Any
+
+import typer
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from voice_service.books.requestlog.repository import recent_requests
+from voice_service.books.usage.period import InvalidPeriod, parse_day, usage_period
+from voice_service.books.usage.repository import DailyUsage, daily_usage, totals
+from voice_service.cli.shared import (
+    JsonFlag,
+    OrgId,
+    emit,
+    refuse,
+    run_work,
+)
+from voice_service.tenancy import service as tenancy
+
+# --- usage and request log ----------------------------------------------------------------
+
+
+def usage(
+    org_id: OrgId,
+    start: Annotated[
+        str | None,
+        typer.Option(
+            "--from", metavar="YYYY-MM-DD", help="First UTC day (default: 29 days before --to)."
+        ),
+    ] = None,
+    end: Annotated[
+        str | None,
+        typer.Option("--to", metavar="YYYY-MM-DD", help="Last UTC day (default: today)."),
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Billed units per UTC day and endpoint, and their totals, as GET /api/v1/usage
+    answers (default: the 30 days ending --to; at most 366 days)."""
+    try:
+        first, last = usage_period(parse_day(start), parse_day(end))
+    except InvalidPeriod as exc:
+        refuse(f"--from, --to: {exc}")
+
+    async def load(session: AsyncSession) -> list[DailyUsage]:
+        await tenancy.require_org(session, org_id)
+        return await daily_usage(session, org_id, first, last)
+
+    rows = run_work(load)
+    data = {
+        "org_id": org_id,
+        "from": first,
+        "to": last,
+        "usage": [
+            {"date": r.day, "endpoint": r.endpoint, "units": r.units, "requests": r.requests}
+            for r in rows
+        ],
+        "totals": totals(rows),
+    }
+    emit(as_json, data, _usage_text(org_id, first, last, rows))
+
+
+def _usage_text(org_id: str, first: date, last: date, rows: list[DailyUsage]) -> str:
+    period = f"{org_id}, {first} to {last} (UTC days)"
+    if not rows:
+        return f"No usage for {period}."
+    width = max(len(r.endpoint) for r in rows)
+    lines = [f"Usage of {period}:"]
+    lines += [
+        f"{r.day}  {r.endpoint:<{width}}  {r.units:>10} units  {r.requests:>7} requests"
+        for r in rows
+    ]
+    lines.append("Totals:")
+    requests = Counter[str]()
+    for r in rows:
+        requests[r.endpoint] += r.requests
+    lines += [
+        f"{'':10}  {endpoint:<{width}}  {units:>10} units  {requests[endpoint]:>7} requests"
+        for endpoint, units in totals(rows).items()
+    ]
+    return "\n".join(lines)
+
+
+def requests(
+    org_id: OrgId,
+    limit: Annotated[int, typer.Option(min=1, help="Most recent N requests.")] = 50,
+    as_json: JsonFlag = False,
+) -> None:
+    """An organization's most recent requests, newest first."""
+
+    async def load(session: AsyncSession) -> list[dict[str, Any]]:
+        await tenancy.require_org(session, org_id)
+        return [
+            {
+                "request_id": r.entry.request_id,
+                "method": r.entry.method,
+                "path": r.entry.path,
+                "status": r.entry.status,
+                "error_code": r.entry.error_code,
+                "duration_ms": r.entry.duration_ms,
+                "created_at": r.entry.created_at,
+                "units": r.units,
+                "billed_endpoint": r.endpoint,
+            }
+            for r in await recent_requests(session, org_id, limit)
+        ]
+
+    rows = run_work(load)
+    lines = [
+        f"{r['created_at']:%Y-%m-%d %H:%M:%S}  {r['request_id']}  {r['method']} {r['path']}  "
+        f"{r['status']} {r['error_code'] or ''} {r['duration_ms']}ms  {r['units']} units"
+        for r in rows
+    ]
+    emit(as_json, rows, "\n".join(lines) or "no requests")
