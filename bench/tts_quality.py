@@ -124,7 +124,7 @@ def _speak(
     parts: list[Pcm] = []
     for text in texts:
         started = time.process_time()
-        chunks = [spoken.pcm for spoken in engines.speak(voice_key, profile, text)]
+        chunks = [speak().pcm for speak in engines.speech_parts(voice_key, profile, text)]
         seconds = sum(len(chunk.samples) for chunk in chunks) / chunks[0].sample_rate
         meter.add(Engines.speaker_name(voice_key, profile), time.process_time() - started, seconds)
         parts += chunks

@@ -135,7 +135,8 @@ def test_a_paragraph_streams_in_several_chunks_the_first_one_short(
 
     monkeypatch.setattr(kokoro, "synthesize", recording)
     text = "Buenos días a todos. Hoy hablamos del tiempo. Mañana hará sol en la ciudad."
-    chunks = engines.speak("kokoro:jm_kumo:es", None, text, quick_start=True)
+    parts = engines.speech_parts("kokoro:jm_kumo:es", None, text, quick_start=True)
+    chunks = (speak() for speak in parts)
     first = next(chunks)
     assert len(said) == 1  # the first chunk is ready before the rest is synthesized
     rest = list(chunks)

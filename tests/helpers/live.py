@@ -81,7 +81,8 @@ class LiveServer:
         return asyncio.run(self.tenants.run(work))
 
     def pool_in_use(self) -> int:
-        return int(self.app.state.context.pool.in_use)
+        queues = self.app.state.context.pool.queues().values()
+        return sum(int(queue["running"]) for queue in queues)
 
 
 @contextmanager

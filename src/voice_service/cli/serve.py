@@ -77,7 +77,7 @@ def serve(
         # Our protocol answers malformed HTTP with the envelope, times out slow headers and
         # caps connections; it takes its settings and log writer from the lifespan.
         http="voice_service.web.server:HttpProtocol",
-        # A node that stops lets open WebSocket sessions finish first (server.py).
+        # A node that stops lets open WebSocket sessions finish first (web/server.py).
         ws="voice_service.web.server:WebSocketProtocol",
         lifespan="on",
         # SIGTERM: stop accepting, let requests in flight finish, then the lifespan's

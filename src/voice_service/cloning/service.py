@@ -221,8 +221,8 @@ async def _analyse(
 
 def _analyse_file(cloner: VoiceCloner, path: Path) -> AnalysedSample:
     fmt = identify_audio(path)
-    # The analysis reads at most 30 s of speech: decoding a long sample (a few hundred kB
-    # of Opus can hold 30 minutes) whole only cost memory (660 MB measured).
+    # The analysis reads at most MAX_SAMPLE_SECONDS: a few hundred kB of Opus can hold 30
+    # minutes, which decoded whole would only cost memory (bench/engine_settings.md).
     audio = decode_audio(
         path, max_seconds=MAX_SAMPLE_SECONDS, rate=cloner.sample_rate, fmt=fmt, truncate=True
     )

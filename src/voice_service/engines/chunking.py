@@ -17,7 +17,7 @@ from collections.abc import Iterator
 # About eight seconds of speech: most sentences stay whole, and few chunks need the phoneme
 # cap of Piper (which would cut them at a word rather than where the text pauses).
 MAX_CHUNK_CHARS = 120
-# A stream's first piece: about a second of speech, made in about 0.1 s on one core, so that
+# A stream's first piece: about a second of speech, made in a fraction of that, so that
 # audio starts at once; the rest of its sentence is made while it plays. The cut is at a
 # clause mark if there is one early enough, else between words.
 FIRST_CHUNK_CHARS = 24

@@ -42,8 +42,7 @@ _MAX_INT16 = 32767.0
 
 # Piper's memory grows with the audio of one inference. Text arrives in sentence-sized chunks
 # (`chunking.split_text`), but a chunk can still expand to many phonemes (digits, emoji
-# names), so each inference is also capped here: about 5 s of ordinary speech, 8 s of the
-# slowest seen, a peak of about +220 MB (bench/engine_settings.md).
+# names), so each inference is also capped here (the figures: bench/engine_settings.md).
 MAX_PHONEMES = 150
 _CLAUSE_PHONEMES = frozenset(",;:")
 

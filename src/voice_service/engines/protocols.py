@@ -43,7 +43,7 @@ class Pcm:
     samples: npt.NDArray[np.int16]
     sample_rate: int
     # When each word of the text was spoken, as the engine split the text into words;
-    # empty when the engine cannot tell (`speech/alignment.py` then spreads the text out).
+    # empty when the engine cannot tell (`engines/alignment.py` then spreads the text out).
     word_times: tuple[WordTime, ...] = ()
 
     @property
@@ -145,8 +145,8 @@ class TranscribeOptions:
     # of its cost, in a fraction of the time. None: 30.
     window_seconds: int | None = None
     # Decode with Whisper's timestamp tokens first, as batch transcripts are (this node's
-    # Whisper only, on audio up to 30 s). False: one decode without them, 3-5 times faster
-    # on a live partial's few seconds, which often loop on timestamps when cut mid-word.
+    # Whisper only, on audio up to 30 s). False: one decode without them, much faster on a
+    # live partial's few seconds, which often loop on timestamps when cut mid-word.
     timestamp_tokens: bool = True
 
 

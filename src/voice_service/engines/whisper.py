@@ -118,8 +118,8 @@ class _WindowedWhisper(WhisperModel):  # type: ignore[misc]
         frames: int | None = getattr(_WINDOW, "frames", None)
         if frames is not None and options.max_new_tokens is None:
             # Audio cut off mid-word (a live turn's partial) can make Whisper repeat a
-            # phrase to its 448-token limit: 3.8 s of a worker for a 1 s partial, with beam
-            # search and the re-decode without timestamps.
+            # phrase to its 448-token limit, holding a worker for seconds for a 1 s partial
+            # (bench/engine_settings.md).
             cap = _MIN_NEW_TOKENS + _MAX_TOKENS_PER_SECOND * frames // _FRAMES_PER_SECOND
             room = self.max_length - len(prompt)
             options = replace(options, max_new_tokens=max(1, min(cap, room)))

@@ -9,7 +9,7 @@ the prefix of a voice key ("piper:en_US-joe-medium" is Piper's).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -59,18 +59,6 @@ class Engines:
 
     def catalogue(self) -> list[EngineVoice]:
         return [voice for engine in self.speakers.values() for voice in engine.voices()]
-
-    def speak(
-        self,
-        voice_key: str,
-        profile: Mapping[str, Any] | None,
-        text: str,
-        *,
-        quick_start: bool = False,
-    ) -> Iterator[SpokenChunk]:
-        """`text` spoken chunk by chunk, one after another (see `speech_parts`)."""
-        for part in self.speech_parts(voice_key, profile, text, quick_start=quick_start):
-            yield part()
 
     def speech_parts(
         self,

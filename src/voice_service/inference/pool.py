@@ -75,11 +75,6 @@ class InferencePool:
         return self._size
 
     @property
-    def in_use(self) -> int:
-        """Slots held: by a step running, or just finished, in a thread."""
-        return sum(queue.running for queue in self._queues.values())
-
-    @property
     def has_free_slot(self) -> bool:
         """A job asking now would run at once."""
         return not self._slots.exhausted and self._slots.idle_line

@@ -126,7 +126,7 @@ class RateLimiter:
         self._redis: Redis | None = None
         if redis_url:
             # No retries: a Redis that does not answer within the timeout is treated as
-            # down at once (redis-py's default backoff had requests wait 5 s for a 500).
+            # down at once (redis-py's default backoff held requests for seconds, then a 500).
             self._redis = Redis.from_url(
                 redis_url,
                 socket_timeout=timeout,

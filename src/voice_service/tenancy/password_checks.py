@@ -17,7 +17,8 @@ from voice_service.inference.pool import lower_priority
 from voice_service.tenancy.users import password_matches
 
 THREADS = 2
-MAX_WAITING = 16  # at 0.14 s a check over two threads: about a second's wait at most
+# About a second's wait at most for the last in line (bench/engine_settings.md).
+MAX_WAITING = 16
 
 
 class ChecksBusy(Exception):

@@ -28,10 +28,10 @@ with warnings.catch_warnings():
 # Analysis runs at 16 kHz whatever the sample's rate: uploads arrive at 8-48 kHz and the
 # profile must compare across them; 16 kHz keeps the band up to 8 kHz where timbre lives.
 ANALYSIS_RATE: Final = 16_000
-# Statistics settle well within 30 s of speech; harvest costs ~0.17 s per second of audio,
-# so a one-minute upload would otherwise hold a worker for 10 s.
+# Statistics settle well within 30 s of speech, and harvest's cost grows with the audio: a
+# long upload would otherwise hold a worker for its whole length (bench/engine_settings.md).
 MAX_ANALYSIS_SECONDS: Final = 30.0
-# 5 ms frames: WORLD's default. 10 ms saves ~30 % of the time but smears plosives audibly.
+# 5 ms frames: WORLD's default. 10 ms saves time but smears plosives audibly.
 FRAME_PERIOD_MS: Final = 5.0
 F0_FLOOR_HZ: Final = 50.0
 F0_CEIL_HZ: Final = 600.0

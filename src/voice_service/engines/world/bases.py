@@ -82,13 +82,12 @@ class WorldCloner:
     use it, and so does a clone whose base this node does not load (an operator who turned
     Kokoro off gets clones that still speak, in Piper's voice, rather than failing).
 
-    Conversions need each base's long-term profile (`measure_base`: ~14 s of speech; 10 s of
-    a loaded 2-core start for Piper alone, ~15 CPU-s per Kokoro style: all six took 138
-    CPU-s, 3.6 min on this 2-core machine). Choosing a base needs them all, so measuring
-    lazily would hold a node's first clone for minutes, and measuring at start would add
-    them to every start: the profiles ship as data instead (`base_profiles`, checked
-    against fresh measurements by the tests), and only a base missing from `profiles` is
-    measured, on first use; start-up now spends nothing on cloning (0.07 s, the encoder).
+    Conversions need each base's long-term profile (`measure_base`, over about 14 s of
+    speech: minutes of CPU for all the bases, bench/engine_settings.md). Choosing a base
+    needs them all, so measuring lazily would hold a node's first clone for minutes, and
+    measuring at start would add them to every start: the profiles ship as data instead
+    (`base_profiles`, checked against fresh measurements by the tests), and only a base
+    missing from `profiles` is measured, on first use.
     The probes are synthesized on first use, under the lock.
 
     Thread-safe: the base engines are, profiles and probes are immutable once made, and
