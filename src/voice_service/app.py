@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -80,21 +81,44 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
     """Build the app. `engines` lets several apps in one process share loaded models."""
     settings = settings or Settings()
     pepper = load_pepper(settings)
+    context = _context(settings, pepper)
+    app = FastAPI(
+        title="Voice Service",
+        version="1.0.0",
+        description=DESCRIPTION,
+        openapi_url=f"{API_PREFIX}/openapi.json",
+        docs_url=None,  # served from the package below, not a CDN
+        redoc_url=None,
+        # A redirect to the slash-less path would echo the Host header back before the key
+        # is checked; a path with a trailing slash is simply not a route (404).
+        redirect_slashes=False,
+        lifespan=functools.partial(_lifespan, context, pepper, engines),
+    )
+    app.state.context = context
+    install_error_handlers(app)
+    _include_routers(app)
+    # After the error handlers: it replaces the API's handler with one that also renders pages.
+    install_console(app)
+    context.metrics.endpoints.use(app.routes)  # every route is in by now
+    _add_middleware(app, context)
+    install_openapi(app, settings.max_upload_bytes)
+    return app
+
+
+def _context(settings: Settings, pepper: bytes) -> AppContext:
     db = create_engine(settings)
     sessions = session_factory(db)
     tenancy = TenancyWatcher(db)
     metrics = Metrics(org_labels=settings.metrics_org_labels, shared_directory=shared_directory())
     # SQLite is a local file: a slow commit there is contention, which the spool would add
     # to, not an outage (its busy timeout bounds the wait).
-    sqlite_writer = SqliteWriteThread(settings) if settings.is_sqlite else None
     log_writer = RequestLogWriter(
         sessions,
         None if settings.is_sqlite else settings.db_timeout_seconds,
         metrics,
-        sqlite=sqlite_writer,
+        sqlite=SqliteWriteThread(settings) if settings.is_sqlite else None,
     )
-    books = Books(sessions, log_writer, metrics)
-    context = AppContext(
+    return AppContext(
         settings=settings,
         db=db,
         sessions=sessions,
@@ -115,83 +139,73 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
         clone_listings=FreshCache(tenancy, MAX_CACHED_CLONE_LISTINGS),
         password_checks=PasswordChecks(),
         providers=Providers.from_settings(settings, metrics),
-        books=books,
+        books=Books(sessions, log_writer, metrics),
     )
 
-    @asynccontextmanager
-    async def lifespan(_app: FastAPI) -> AsyncIterator[dict[str, Any]]:
-        # Start-up waits its turn behind other nodes: statements longer than requests'.
-        startup_db = create_engine(settings, STARTUP_STATEMENT_TIMEOUT)
-        try:
-            await migrate(startup_db)
-            loaded = (
-                engines
-                if engines is not None
-                else await context.pool.start_up(Engines.load, settings)
-            )
-            await context.pool.start_up(load_vad)  # live transcription's turn detection
-            async with transaction(session_factory(startup_db)) as session:
-                await cluster.join(session, settings, pepper)
-                await sync_catalogue(session, [*context.providers.voices(), *loaded.catalogue()])
-                context.voice_listing = VoiceListing(await list_catalogue(session))
-        finally:
-            await startup_db.dispose()
-        # S3 samples a crash left without their voice (see kit/blobs.py).
-        await context.blobs.sweep()
-        context.engines = loaded
-        tenancy.start()
-        workdir, spool = await asyncio.to_thread(_claim_workdir, settings)
-        context.workdir = workdir
-        log_writer.start(spool)
-        expiry = asyncio.create_task(
-            expire_forever(sessions, context.blobs, books.clock), name="idempotency-expiry"
-        )
-        # What start-up made (models, modules, the catalogue) lives as long as the process:
-        # out of the collector's sight, a full collection no longer walks it all again (it
-        # showed in a cached GET /voices' time). Garbage is collected first, or it would be
-        # kept for good.
-        gc.collect()
-        gc.freeze()
-        # The state reaches the server protocol too (voice_service.web.server): its timeouts
-        # and its malformed-request rows go into these books.
-        policy = ConnectionPolicy(
-            settings.header_timeout_seconds,
-            settings.send_timeout_seconds,
-            settings.max_connections,
-            books,
-            context.stopping,
-        )
-        try:
-            yield {STATE_KEY: policy}
-        finally:
-            expiry.cancel()
-            await tenancy.stop()
-            await log_writer.stop()
-            if sqlite_writer is not None:
-                await asyncio.to_thread(sqlite_writer.close)
-            await context.limiter.close()
-            await context.providers.close()
-            context.pool.shutdown()
-            context.password_checks.shutdown()
-            metrics.close()
-            await db.dispose()
-            # A spool the database has not taken is left for the next start to replay.
-            await asyncio.to_thread(workdir.release if log_writer.spooling else workdir.remove)
 
-    app = FastAPI(
-        title="Voice Service",
-        version="1.0.0",
-        description=DESCRIPTION,
-        openapi_url=f"{API_PREFIX}/openapi.json",
-        docs_url=None,  # served from the package below, not a CDN
-        redoc_url=None,
-        # A redirect to the slash-less path would echo the Host header back before the key
-        # is checked; a path with a trailing slash is simply not a route (404).
-        redirect_slashes=False,
-        lifespan=lifespan,
+@asynccontextmanager
+async def _lifespan(
+    context: AppContext, pepper: bytes, engines: Engines | None, _app: FastAPI
+) -> AsyncIterator[dict[str, Any]]:
+    settings = context.settings
+    # Start-up waits its turn behind other nodes: statements longer than requests'.
+    startup_db = create_engine(settings, STARTUP_STATEMENT_TIMEOUT)
+    try:
+        await migrate(startup_db)
+        loaded = (
+            engines if engines is not None else await context.pool.start_up(Engines.load, settings)
+        )
+        await context.pool.start_up(load_vad)  # live transcription's turn detection
+        async with transaction(session_factory(startup_db)) as session:
+            await cluster.join(session, settings, pepper)
+            await sync_catalogue(session, [*context.providers.voices(), *loaded.catalogue()])
+            context.voice_listing = VoiceListing(await list_catalogue(session))
+    finally:
+        await startup_db.dispose()
+    # S3 samples a crash left without their voice (see kit/blobs.py).
+    await context.blobs.sweep()
+    context.engines = loaded
+    context.tenancy.start()
+    workdir, spool = await asyncio.to_thread(_claim_workdir, settings)
+    context.workdir = workdir
+    context.request_log.start(spool)
+    expiry = asyncio.create_task(
+        expire_forever(context.sessions, context.blobs, context.books.clock),
+        name="idempotency-expiry",
     )
-    app.state.context = context
-    install_error_handlers(app)
+    # What start-up made (models, modules, the catalogue) lives as long as the process:
+    # out of the collector's sight, a full collection no longer walks it all again (it
+    # showed in a cached GET /voices' time). Garbage is collected first, or it would be
+    # kept for good.
+    gc.collect()
+    gc.freeze()
+    # The state reaches the server protocol too (voice_service.web.server): its timeouts
+    # and its malformed-request rows go into these books.
+    policy = ConnectionPolicy(
+        settings.header_timeout_seconds,
+        settings.send_timeout_seconds,
+        settings.max_connections,
+        context.books,
+        context.stopping,
+    )
+    try:
+        yield {STATE_KEY: policy}
+    finally:
+        expiry.cancel()
+        await context.tenancy.stop()
+        await context.request_log.stop()
+        await context.limiter.close()
+        await context.providers.close()
+        context.pool.shutdown()
+        context.password_checks.shutdown()
+        context.metrics.close()
+        await context.db.dispose()
+        # A spool the database has not taken is left for the next start to replay.
+        spooling = context.request_log.spooling
+        await asyncio.to_thread(workdir.release if spooling else workdir.remove)
+
+
+def _include_routers(app: FastAPI) -> None:
     api = APIRouter(prefix=API_PREFIX)
     api.include_router(speech_router)
     api.include_router(transcription_router)
@@ -207,11 +221,12 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
     app.include_router(reference_router(API_PREFIX))
     app.include_router(health_router)
     app.include_router(metrics_router)
-    # After the error handlers: it replaces the API's handler with one that also renders pages.
-    install_console(app)
-    metrics.endpoints.use(app.routes)  # every route is in by now
+
+
+def _add_middleware(app: FastAPI, context: AppContext) -> None:
     # Added last runs first: the request id and log wrap everything but the console's
     # headers, the body guard wraps routes.
+    settings = context.settings
     app.add_middleware(
         RequestBodyMiddleware,
         max_bytes=settings.max_upload_bytes + MULTIPART_OVERHEAD_BYTES,
@@ -220,12 +235,10 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
     )
     app.add_middleware(RepeatedQueryMiddleware)
     app.add_middleware(HeadAsGetMiddleware)
-    app.add_middleware(RequestContextMiddleware, books=books)
+    app.add_middleware(RequestContextMiddleware, books=context.books)
     # Outermost: the console's headers reach whatever answers a console request, the
     # request middleware's 500 included.
     app.add_middleware(ConsoleHeadersMiddleware)
-    install_openapi(app, settings.max_upload_bytes)
-    return app
 
 
 def _claim_workdir(settings: Settings) -> tuple[ProcessDir, LogSpool]:

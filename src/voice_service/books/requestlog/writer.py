@@ -87,6 +87,9 @@ class RequestLogWriter:
         if self._queue is not None and not self._queue.empty():
             await self._commit(self._drain(self._queue, []))
         self._queue = self._task = self._replayer = None
+        if self._sqlite is not None:  # its thread is this writer's alone
+            await asyncio.to_thread(self._sqlite.close)
+            self._sqlite = None
 
     def announce(self, entry: LogEntry, key_prefix: str | None) -> None:
         """The request's line in the process log and its count in the metrics: once per
