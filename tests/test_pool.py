@@ -13,6 +13,7 @@ from typing import TypeVar
 
 import pytest
 
+from tests.helpers.inference import slots_held
 from voice_service.core.errors import ClientClosedRequest
 from voice_service.core.vocabulary import Capability
 from voice_service.engines.protocols import EngineError
@@ -79,10 +80,10 @@ async def test_a_slow_reader_holds_one_item_ahead_and_no_slot() -> None:
     items = pool.stream(SPEECH, source.items, 100)
     assert await anext(items) == 0
     await until(lambda: source.made >= 2)  # the next item is made while this one is used
-    await until(lambda: pool.in_use == 0)  # and its slot given back once it is made
+    await until(lambda: slots_held(pool) == 0)  # and its slot given back once it is made
     await asyncio.sleep(0.2)  # the reader dawdles: a chance to run ahead, not taken
     assert source.made == 2
-    assert pool.in_use == 0
+    assert slots_held(pool) == 0
     await items.aclose()
     await until(source.closed.is_set)  # closed between items
     pool.shutdown()
@@ -92,7 +93,7 @@ async def test_all_items_in_order_then_the_slot_is_free() -> None:
     pool = one_slot_pool()
     source = Counting()
     assert [item async for item in pool.stream(SPEECH, source.items, 5)] == [0, 1, 2, 3, 4]
-    await until(lambda: pool.in_use == 0)
+    await until(lambda: slots_held(pool) == 0)
     assert source.closed.is_set()
     pool.shutdown()
 
@@ -125,7 +126,7 @@ async def test_many_streams_get_every_item_once_and_in_order() -> None:
 
     for _ in range(10):
         assert await asyncio.gather(*(read() for _ in range(128))) == [list(range(12))] * 128
-    await until(lambda: pool.in_use == 0)
+    await until(lambda: slots_held(pool) == 0)
     pool.shutdown()
 
 
@@ -140,9 +141,9 @@ async def test_live_turns_then_first_steps_then_later_steps() -> None:
             log.append(f"item {index}")
             yield index
 
-    items = pool.stream(SPEECH, gated, 3)
+    items = pool.stream(SPEECH, gated, 2)  # two: a third would be made ahead, racing the log
     first = asyncio.ensure_future(anext(items))  # item 0 is being made, on the only slot
-    await until(lambda: pool.in_use == 1)
+    await until(lambda: slots_held(pool) == 1)
     blocker = asyncio.ensure_future(pool.run(SPEECH, gates[1].wait, 10))
     await until(lambda: waiting(pool) == 1)
     gates[0].set()
@@ -180,7 +181,7 @@ async def test_one_job_alone_spreads_its_parts_over_every_free_worker() -> None:
     parts = [functools.partial(part, index) for index in range(4)]
     made = pool.in_order(SPEECH, parts, lambda index: f"part {index}", lambda: "end")
     assert await collect_all(made) == ["part 0", "part 1", "part 2", "part 3", "end"]
-    await until(lambda: pool.in_use == 0)
+    await until(lambda: slots_held(pool) == 0)
     pool.shutdown()
 
 
@@ -224,7 +225,7 @@ async def test_under_load_a_jobs_next_part_waits_in_line_for_its_slot() -> None:
     log: list[str] = []
     release = threading.Event()
     blocker = asyncio.ensure_future(pool.run(SPEECH, release.wait, 10))
-    await until(lambda: pool.in_use == 1)
+    await until(lambda: slots_held(pool) == 1)
     gate = threading.Event()
 
     def part(index: int) -> int:
@@ -236,7 +237,7 @@ async def test_under_load_a_jobs_next_part_waits_in_line_for_its_slot() -> None:
     parts = [functools.partial(part, i) for i in range(2)]
     made = pool.in_order(SPEECH, parts, str, lambda: "end")
     first = asyncio.ensure_future(anext(made))
-    await until(lambda: pool.in_use == 2)  # part 0 on the free worker; no room for part 1
+    await until(lambda: slots_held(pool) == 2)  # part 0 on the free worker; no room for part 1
     newcomers = [asyncio.ensure_future(pool.run(SPEECH, log.append, f"new {n}")) for n in range(2)]
     await until(lambda: waiting(pool) == 2)
     gate.set()  # part 0's worker goes to the newcomers, not on to part 1
@@ -259,7 +260,7 @@ async def test_parts_run_at_most_two_per_worker_ahead_of_the_caller() -> None:
 
     made = pool.in_order(SPEECH, [functools.partial(part, i) for i in range(9)], str, lambda: "")
     assert await anext(made) == "0"
-    await until(lambda: len(made_parts) >= 5 and pool.in_use == 0)
+    await until(lambda: len(made_parts) >= 5 and slots_held(pool) == 0)
     await asyncio.sleep(0.2)  # a dawdling caller: a chance to run further ahead, not taken
     assert sorted(made_parts) == [0, 1, 2, 3, 4]  # four ahead of the one taken
     await made.aclose()
@@ -279,14 +280,14 @@ async def test_a_part_that_fails_fails_the_job_after_the_parts_before_it() -> No
     assert await anext(made) == "1"
     with pytest.raises(EngineError, match="part 2"):
         await anext(made)
-    await until(lambda: pool.in_use == 0)
+    await until(lambda: slots_held(pool) == 0)
     pool.shutdown()
 
 
 async def test_a_job_with_no_parts_only_finishes() -> None:
     pool = two_slot_pool()
     assert await collect_all(pool.in_order(SPEECH, [], str, lambda: "end")) == ["end"]
-    await until(lambda: pool.in_use == 0)
+    await until(lambda: slots_held(pool) == 0)
     pool.shutdown()
 
 
@@ -298,7 +299,7 @@ async def test_a_job_whose_client_left_while_it_waited_never_runs() -> None:
     pool = one_slot_pool()
     release = threading.Event()
     blocker = asyncio.ensure_future(pool.run(SPEECH, release.wait))
-    await until(lambda: pool.in_use == 1)
+    await until(lambda: slots_held(pool) == 1)
     gone = asyncio.Event()
     ran: list[str] = []
     abandoned = Job(Capability.TEXT_TO_SPEECH, "piper", abandoned=gone)
@@ -327,5 +328,5 @@ async def test_a_stream_whose_client_left_stops_at_its_next_step() -> None:
         await drain(items)  # at most the one item made ahead still comes
     await until(source.closed.is_set)
     assert source.made <= 3
-    assert pool.in_use == 0
+    assert slots_held(pool) == 0
     pool.shutdown()

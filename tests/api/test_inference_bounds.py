@@ -25,6 +25,7 @@ from tests.helpers.api import (
     usage_units,
 )
 from tests.helpers.app import Tenant, Tenants, running
+from tests.helpers.inference import slots_held
 from tests.helpers.voices import GERMAN, JOE
 from voice_service.app import create_app
 from voice_service.books.requestlog.repository import recent_requests
@@ -179,7 +180,7 @@ async def test_transcription_past_its_deadline_is_502_and_not_billed(
         error = assert_error(response, 502, "PROVIDER_ERROR")
         assert "took too long" in error["message"]
         assert "stopped after" in caplog.text  # the worker gave the job up, server-side
-        assert app.state.context.pool.in_use == 0
+        assert slots_held(app.state.context.pool) == 0
     assert await usage_units(tenants, tenant.org_id) == []
     rows = [r.entry for r in await tenants.run(lambda s: recent_requests(s, tenant.org_id, 5))]
     assert [(r.status, r.error_code) for r in rows] == [(502, "PROVIDER_ERROR")]
@@ -194,5 +195,5 @@ async def test_speech_past_its_deadline_is_502_and_frees_the_worker(
         for _ in range(2):  # the second gets the one worker: the first gave it back
             response = await speak(client, tenant, "One sentence. " * 20)
             assert "took too long" in assert_error(response, 502, "PROVIDER_ERROR")["message"]
-            assert app.state.context.pool.in_use == 0
+            assert slots_held(app.state.context.pool) == 0
     assert await usage_units(tenants, tenant.org_id) == []

@@ -13,6 +13,7 @@ from sqlalchemy import select
 
 from tests.helpers.api import assert_error, mp3_facts, speak, usage_units
 from tests.helpers.app import Tenant, Tenants, running
+from tests.helpers.inference import spoken
 from tests.helpers.voices import GERMAN, JOE, JOE_KEY, SPANISH
 from voice_service.app import create_app
 from voice_service.audio.encode import MP3, AudioEncoder
@@ -47,7 +48,7 @@ async def test_chunks_made_on_several_workers_are_the_speech_made_one_after_anot
     response = await speak(client, tenant, text)
     assert response.status_code == 200
     encoder = AudioEncoder(MP3, streaming=False, bitrate=Settings().mp3_bitrate)
-    for chunk in engines.speak(JOE_KEY, None, text):
+    for chunk in spoken(engines, JOE_KEY, None, text):
         encoder.add(chunk.pcm)
     assert response.content == encoder.finish()
 

@@ -21,6 +21,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from tests.helpers.app import Tenant, Tenants
+from tests.helpers.inference import slots_held
 from tests.helpers.ports import free_port
 from tests.helpers.waiting import eventually
 from voice_service.app import create_app
@@ -81,8 +82,7 @@ class LiveServer:
         return asyncio.run(self.tenants.run(work))
 
     def pool_in_use(self) -> int:
-        queues = self.app.state.context.pool.queues().values()
-        return sum(int(queue["running"]) for queue in queues)
+        return slots_held(self.app.state.context.pool)
 
 
 @contextmanager

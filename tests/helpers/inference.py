@@ -1,0 +1,22 @@
+"""What tests read of the inference layer beyond the product's own calls."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from voice_service.inference.engines import Engines, SpokenChunk
+from voice_service.inference.pool import InferencePool
+
+
+def slots_held(pool: InferencePool) -> int:
+    """Pool slots held by a step running (or just finished) in a thread, every capability's."""
+    return sum(queue["running"] for queue in pool.queues().values())
+
+
+def spoken(
+    engines: Engines, voice_key: str, profile: Mapping[str, Any] | None, text: str
+) -> Iterator[SpokenChunk]:
+    """`text` spoken chunk by chunk, one after another, as the service's parts make it."""
+    for speak in engines.speech_parts(voice_key, profile, text):
+        yield speak()
