@@ -293,3 +293,31 @@ class AuditEvent(Base):
     target: Mapped[str | None] = mapped_column(String(200))
     ip: Mapped[str | None] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class QueueJob(Base):
+    """A job of SAQ's queue (kit/job_queue.py): its key, SAQ's serialized job, and what the
+    queue selects on."""
+
+    __tablename__ = "queue_jobs"
+    __table_args__ = (Index("ix_queue_jobs_dequeue", "queue", "status", "priority", "scheduled"),)
+
+    key: Mapped[str] = mapped_column(String(100), primary_key=True)
+    queue: Mapped[str] = mapped_column(String(100))
+    job: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16))
+    priority: Mapped[int] = mapped_column(Integer, default=0)
+    scheduled: Mapped[int] = mapped_column(BigInteger)  # epoch seconds
+    expire_at: Mapped[float | None]  # epoch seconds; None: kept
+
+
+class QueueWorker(Base):
+    """A queue worker's last report (SAQ's worker info), until `expire_at`."""
+
+    __tablename__ = "queue_workers"
+
+    worker_id: Mapped[str] = mapped_column(String(100), primary_key=True)
+    queue_key: Mapped[str | None] = mapped_column(String(100))
+    stats: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    meta: Mapped[dict[str, Any] | None] = mapped_column("metadata", JSON)
+    expire_at: Mapped[float]  # epoch seconds
