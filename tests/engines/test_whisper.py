@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -224,6 +225,35 @@ def test_a_short_window_decodes_no_more_tokens_than_its_seconds_hold(
     assert tokens() <= cap
     monkeypatch.setattr(whisper, "_MAX_TOKENS_PER_SECOND", 1000)
     assert tokens() > cap  # what the cap is for
+
+
+def test_a_word_said_over_and_over_decodes_no_more_tokens_than_its_seconds_hold(
+    engine: WhisperEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A batch clip of 1.3 s, "one" said over and over: beam search with timestamp tokens
+    # repeats it to Whisper's token limit, then the clip is decoded again without them
+    # (seconds of a worker for a second of audio). What each decode made is the evidence.
+    clip = to_16k(sc.fresh_espeak_speech("one one one one one one one one", "en"))
+    short = clip[: round(1.3 * SAMPLE_RATE)]
+    cap = whisper._MIN_NEW_TOKENS + math.ceil(1.3 * whisper._MAX_TOKENS_PER_SECOND)
+    decoded: list[int] = []
+    generate = whisper._WindowedWhisper.generate_with_fallback
+
+    def counted(self: Any, *args: Any) -> Any:
+        made = generate(self, *args)
+        decoded.append(len(made[0].sequences_ids[0]))
+        return made
+
+    monkeypatch.setattr(whisper._WindowedWhisper, "generate_with_fallback", counted)
+
+    def longest_decode() -> int:
+        decoded.clear()
+        list(engine.stream(short, TranscribeOptions(language="en")).segments)
+        return max(decoded)
+
+    assert longest_decode() <= cap
+    monkeypatch.setattr(whisper, "_MAX_TOKENS_PER_SECOND", 1000)
+    assert longest_decode() > cap  # what the cap is for
 
 
 def test_speech_after_a_long_silence_keeps_its_place_in_time(engine: WhisperEngine) -> None:

@@ -14,6 +14,7 @@ import dataclasses
 import functools
 import importlib.resources
 import logging
+import math
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
@@ -99,8 +100,8 @@ _ISO_TO_WHISPER = {iso: whisper for whisper, iso in _WHISPER_TO_ISO.items()}
 class _WindowedWhisper(WhisperModel):  # type: ignore[misc]
     """faster-whisper's model, encoding only the first `_WINDOW.frames` of a window's
     features when the thread decoding asks for it: the rest is padding (faster-whisper pads
-    every window to 30 s), which costs the encoder as much as speech. Such a short window
-    also decodes at most as many tokens as its seconds could hold."""
+    every window to 30 s), which costs the encoder as much as speech. A window decodes at
+    most as many tokens as the `_WINDOW.seconds` of audio it holds could."""
 
     def encode(self, features: npt.NDArray[np.float32]) -> ctranslate2.StorageView:
         frames: int | None = getattr(_WINDOW, "frames", None)
@@ -115,37 +116,43 @@ class _WindowedWhisper(WhisperModel):  # type: ignore[misc]
         tokenizer: Any,
         options: Any,
     ) -> Any:
-        frames: int | None = getattr(_WINDOW, "frames", None)
-        if frames is not None and options.max_new_tokens is None:
-            # Audio cut off mid-word (a live turn's partial) can make Whisper repeat a
-            # phrase to its 448-token limit, holding a worker for seconds for a 1 s partial
-            # (bench/engine_settings.md).
-            cap = _MIN_NEW_TOKENS + _MAX_TOKENS_PER_SECOND * frames // _FRAMES_PER_SECOND
+        seconds: float | None = getattr(_WINDOW, "seconds", None)
+        if seconds is not None and options.max_new_tokens is None:
+            # A short clip (a live turn's partial cut off mid-word, a word said over and
+            # over) can make Whisper repeat a phrase to its 448-token limit, holding a
+            # worker for seconds for a second of audio (bench/engine_settings.md).
+            cap = _MIN_NEW_TOKENS + math.ceil(_MAX_TOKENS_PER_SECOND * seconds)
             room = self.max_length - len(prompt)
             options = replace(options, max_new_tokens=max(1, min(cap, room)))
         return super().generate_with_fallback(encoder_output, prompt, tokenizer, options)
 
 
-# The encoder window of the decode running in this thread (None: Whisper's 30 s).
+# The decode running in this thread: its encoder window in mel frames (None: Whisper's
+# 30 s), and the seconds of audio a window of it holds at most (for its token cap).
 _WINDOW = threading.local()
 # Mel frames per second of audio (hop length 160 at 16 kHz).
 _FRAMES_PER_SECOND = 100
-# The most tokens a short window decodes: more than speech says in its seconds (fast English
-# is about 5 tokens a second, scripts Whisper spells in bytes several times that), with room
-# for timestamp tokens.
+# The most tokens a window decodes for each second of audio it holds: more than speech says
+# in its seconds (fast English is about 5 tokens a second, scripts Whisper spells in bytes
+# several times that), with room for timestamp tokens.
 _MAX_TOKENS_PER_SECOND = 16
 _MIN_NEW_TOKENS = 16
 
 
-def _windowed(segments: Iterable[T], seconds: int | None) -> Iterator[T]:
-    """`segments`, each decoded with `seconds`-long encoder windows."""
+def _windowed(
+    segments: Iterable[T], window_seconds: int | None, heard_seconds: float
+) -> Iterator[T]:
+    """`segments`, each decoded with `window_seconds`-long encoder windows (None: 30 s), and
+    at most the tokens that `heard_seconds` of audio (all the decode hears) could hold."""
     items = iter(segments)
+    held = heard_seconds if window_seconds is None else min(window_seconds, heard_seconds)
     while True:
-        _WINDOW.frames = None if seconds is None else seconds * _FRAMES_PER_SECOND
+        _WINDOW.frames = None if window_seconds is None else window_seconds * _FRAMES_PER_SECOND
+        _WINDOW.seconds = held
         try:
             item = next(items, None)
         finally:
-            _WINDOW.frames = None
+            _WINDOW.frames = _WINDOW.seconds = None
         if item is None:
             return
         yield item
@@ -326,7 +333,8 @@ class WhisperEngine:
                 vad_parameters=_VAD,
             )
             # `segments` is lazy: each step decodes one window, in the thread asking.
-            for segment in _windowed(segments, options.window_seconds):
+            heard = samples.size / SAMPLE_RATE
+            for segment in _windowed(segments, options.window_seconds, heard):
                 text = segment.text.strip()
                 if text:
                     words = tuple(
