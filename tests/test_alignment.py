@@ -1,4 +1,4 @@
-"""The text's characters timed from the words an engine says it spoke (speech/alignment.py)."""
+"""The text's characters timed from the words an engine says it spoke (engines/alignment.py)."""
 
 from __future__ import annotations
 
