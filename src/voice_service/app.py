@@ -15,8 +15,11 @@ from voice_service.api.cloning import router as cloning_router
 from voice_service.api.request_log import router as requests_router
 from voice_service.api.speech import router as speech_router
 from voice_service.api.transcription import router as transcription_router
+from voice_service.api.transcription_jobs import PATH as JOBS_PATH
+from voice_service.api.transcription_jobs import router as jobs_router
 from voice_service.api.usage import router as usage_router
 from voice_service.api.voices import router as voices_router
+from voice_service.audio.vad import load_vad
 from voice_service.books.idempotency.expiry import expire_forever
 from voice_service.books.ledger import Books
 from voice_service.books.requestlog.spool import LogSpool
@@ -27,6 +30,7 @@ from voice_service.console.headers import ConsoleHeadersMiddleware
 from voice_service.inference.engines import Engines
 from voice_service.inference.pool import InferencePool
 from voice_service.inference.providers.table import Providers
+from voice_service.jobs.worker import JobWorkers
 from voice_service.kit import cluster
 from voice_service.kit.blobs import blob_store
 from voice_service.kit.db import (
@@ -45,7 +49,6 @@ from voice_service.openai_api.routes import router as openai_router
 from voice_service.realtime.reference import reference_router
 from voice_service.realtime.routes import native_router as realtime_native_router
 from voice_service.realtime.routes import openai_router as realtime_openai_router
-from voice_service.realtime.vad import load_vad
 from voice_service.settings import Settings
 from voice_service.tenancy.cache import FreshCache, TenancyWatcher
 from voice_service.tenancy.keys import SecretHasher, load_pepper
@@ -118,7 +121,7 @@ def _context(settings: Settings, pepper: bytes) -> AppContext:
         metrics,
         sqlite=SqliteWriteThread(settings) if settings.is_sqlite else None,
     )
-    return AppContext(
+    context = AppContext(
         settings=settings,
         db=db,
         sessions=sessions,
@@ -141,6 +144,8 @@ def _context(settings: Settings, pepper: bytes) -> AppContext:
         providers=Providers.from_settings(settings, metrics),
         books=Books(sessions, log_writer, metrics),
     )
+    context.jobs = JobWorkers(context)
+    return context
 
 
 @asynccontextmanager
@@ -179,6 +184,8 @@ async def _lifespan(
     # kept for good.
     gc.collect()
     gc.freeze()
+    assert context.jobs is not None
+    context.jobs.start()
     # The state reaches the server protocol too (voice_service.web.server): its timeouts
     # and its malformed-request rows go into these books.
     policy = ConnectionPolicy(
@@ -192,6 +199,7 @@ async def _lifespan(
         yield {STATE_KEY: policy}
     finally:
         expiry.cancel()
+        await context.jobs.stop()
         await context.tenancy.stop()
         await context.request_log.stop()
         await context.limiter.close()
@@ -209,6 +217,7 @@ def _include_routers(app: FastAPI) -> None:
     api = APIRouter(prefix=API_PREFIX)
     api.include_router(speech_router)
     api.include_router(transcription_router)
+    api.include_router(jobs_router)
     api.include_router(voices_router)
     api.include_router(cloning_router)
     api.include_router(usage_router)
@@ -232,6 +241,12 @@ def _add_middleware(app: FastAPI, context: AppContext) -> None:
         max_bytes=settings.max_upload_bytes + MULTIPART_OVERHEAD_BYTES,
         advertised_bytes=settings.max_upload_bytes,
         idle_timeout=settings.body_timeout_seconds,
+        larger={
+            API_PREFIX + JOBS_PATH: (
+                settings.job_max_upload_bytes + MULTIPART_OVERHEAD_BYTES,
+                settings.job_max_upload_bytes,
+            )
+        },
     )
     app.add_middleware(RepeatedQueryMiddleware)
     app.add_middleware(HeadAsGetMiddleware)

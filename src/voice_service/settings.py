@@ -134,6 +134,23 @@ class Settings(BaseSettings):
     max_upload_bytes: int = Field(
         25 * 1024 * 1024, ge=1, description="Largest audio file accepted (25 MiB)."
     )
+    job_max_upload_bytes: int = Field(
+        1024**3, ge=1, description="Largest audio file a transcription job accepts (1 GiB)."
+    )
+    job_max_audio_seconds: float = Field(
+        14_400.0, gt=0, description="Longest decoded audio a transcription job accepts (4 h)."
+    )
+    job_workers: int = Field(
+        1,
+        ge=0,
+        description="Transcription jobs this node's process runs at once (0: none; the "
+        "other nodes run them). Their pieces run below every request in the inference pool.",
+    )
+    job_result_days: float = Field(
+        30.0,
+        gt=0,
+        description="Days a finished job's transcript is kept; then the job is deleted.",
+    )
     mp3_bitrate: int = Field(64_000, ge=64_000, description="MP3 bitrate of synthesized speech.")
     header_timeout_seconds: float = Field(
         10.0,

@@ -24,6 +24,11 @@ class LoggedRequest(BaseModel):
         description="A retry with an Idempotency-Key answered with the first request's "
         "stored answer; never billed."
     )
+    resource_id: str | None = Field(
+        description="What the request made that outlives it: a transcription job's id; "
+        "null for most requests.",
+        examples=["job_8d2e4f6a1b3c5d7e9f0a1b2c"],
+    )
     units: int = Field(
         description="The units billed for this request, as /usage counts them: 0 when it "
         "was not billed (a failure, a replay), a WebSocket session's once it ended.",
@@ -47,6 +52,7 @@ class LoggedRequest(BaseModel):
             created_at=row.created_at,
             bytes_sent=row.bytes_sent,
             replayed=row.replayed,
+            resource_id=row.resource_id,
             units=billed.units,
             billed_endpoint=billed.endpoint,
         )

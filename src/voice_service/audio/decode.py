@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -28,6 +29,8 @@ __all__ = [
     "NonFiniteAudio",
     "UndecodableAudio",
     "decode_audio",
+    "decode_chunks",
+    "measure_audio",
 ]
 
 logger = logging.getLogger(__name__)
@@ -86,9 +89,73 @@ def decode_audio(
     as a sample is NaN or infinite, and `UndecodableAudio` when nothing decodes. A truncated
     file returns the audio decoded before the damage.
     """
+    chunks: list[npt.NDArray[np.float32]] = []
+    seconds = Fraction(0)
+    decoded = _decoded(path, max_seconds, rate, fmt)
     try:
-        return _decode_file(path, max_seconds, rate, fmt, truncate)
-    except _REFUSALS:
+        for chunk, counted in decoded:
+            chunks.append(chunk)
+            seconds = counted
+    except _BoundReached:
+        if not truncate:
+            raise AudioTooLong(max_seconds) from None
+        # What came before the bound, its length counted at the output rate.
+        samples = _concatenate(chunks)
+        return DecodedAudio(samples, rate, Fraction(samples.size, rate))
+    return DecodedAudio(_concatenate(chunks), rate, seconds)
+
+
+def decode_chunks(
+    path: Path, *, max_seconds: float, rate: int = DEFAULT_RATE, fmt: UploadFormat | None = None
+) -> Iterator[tuple[npt.NDArray[np.float32], Fraction]]:
+    """`decode_audio` as it goes, for audio too long to hold whole: each piece of mono
+    float32 at `rate` as it is decoded, with the exact seconds decoded so far (the last
+    pair's are the file's duration). Raises as `decode_audio` does, `AudioTooLong` once
+    the bound is passed."""
+    try:
+        yield from _decoded(path, max_seconds, rate, fmt)
+    except _BoundReached:
+        raise AudioTooLong(max_seconds) from None
+
+
+def measure_audio(path: Path, *, max_seconds: float, fmt: UploadFormat | None = None) -> Fraction:
+    """The exact decoded duration of `path`, without resampling or keeping any sample:
+    what a job holds against caps before it runs. Raises as `decode_audio` does, except
+    for non-finite samples (found when the audio is decoded for use)."""
+
+    def count(container: av.container.InputContainer, stream: av.AudioStream) -> Fraction:
+        duration = _Duration(max_seconds)
+        for frame in _frames(container, stream):
+            if frame.samples == 0 or not plausible_layout(
+                frame.layout.nb_channels, frame.sample_rate
+            ):
+                continue
+            if not duration.add(frame.samples, frame.sample_rate):
+                raise AudioTooLong(max_seconds)
+        if duration.seconds == 0:
+            raise UndecodableAudio("no audio could be decoded from the file")
+        return duration.seconds
+
+    with _refusals_only(path), _opened(path, fmt) as (container, stream):
+        return count(container, stream)
+
+
+class _BoundReached(Exception):
+    """More than the allowed seconds decoded."""
+
+
+def _decoded(
+    path: Path, max_seconds: float, rate: int, fmt: UploadFormat | None
+) -> Iterator[tuple[npt.NDArray[np.float32], Fraction]]:
+    with _refusals_only(path), _opened(path, fmt) as (container, stream):
+        yield from _decode_stream(container, stream, max_seconds, rate)
+
+
+@contextmanager
+def _refusals_only(path: Path) -> Iterator[None]:
+    try:
+        yield
+    except (*_REFUSALS, _BoundReached, GeneratorExit):
         raise
     except Exception as exc:
         if isinstance(exc, MemoryError) and not isinstance(exc, av.error.FFmpegError):
@@ -100,9 +167,10 @@ def decode_audio(
         raise UndecodableAudio("the file could not be decoded") from exc
 
 
-def _decode_file(
-    path: Path, max_seconds: float, rate: int, fmt: UploadFormat | None, truncate: bool
-) -> DecodedAudio:
+@contextmanager
+def _opened(
+    path: Path, fmt: UploadFormat | None
+) -> Iterator[tuple[av.container.InputContainer, av.AudioStream]]:
     try:
         container = av.open(
             str(path),
@@ -112,8 +180,7 @@ def _decode_file(
     except av.error.FFmpegError as exc:
         raise UndecodableAudio("the file could not be opened as audio") from exc
     with container:
-        stream = _audio_stream(container)
-        return _decode_stream(container, stream, max_seconds, rate, truncate)
+        yield container, _audio_stream(container)
 
 
 def _audio_stream(container: av.container.InputContainer) -> av.AudioStream:
@@ -129,42 +196,29 @@ def _audio_stream(container: av.container.InputContainer) -> av.AudioStream:
 
 
 def _decode_stream(
-    container: av.container.InputContainer,
-    stream: av.AudioStream,
-    max_seconds: float,
-    rate: int,
-    truncate: bool,
-) -> DecodedAudio:
+    container: av.container.InputContainer, stream: av.AudioStream, max_seconds: float, rate: int
+) -> Iterator[tuple[npt.NDArray[np.float32], Fraction]]:
     resampler = _MonoResampler(rate)
     duration = _Duration(max_seconds)
-    chunks: list[npt.NDArray[np.float32]] = []
     # Output is capped as well as input, so the bound holds whatever the resampler buffers.
     max_output = int(max_seconds * rate) + rate
     output_samples = 0
-
-    def bound_reached() -> DecodedAudio:
-        if not truncate:
-            raise AudioTooLong(max_seconds)
-        # What came before the bound, its length counted at the output rate.
-        samples = _concatenate(chunks)
-        return DecodedAudio(samples, rate, Fraction(samples.size, rate))
-
     for frame in _frames(container, stream):
         # A damaged stream can switch mid-way to a layout no recording has (an AAC frame of
         # 37 channels, found by fuzzing) that the resampler cannot mix: damage, skipped.
         if frame.samples == 0 or not plausible_layout(frame.layout.nb_channels, frame.sample_rate):
             continue
         if not duration.add(frame.samples, frame.sample_rate):
-            return bound_reached()
+            raise _BoundReached()
         for out in resampler.push(frame):
             output_samples += len(out)
             if output_samples > max_output:
-                return bound_reached()
-            chunks.append(out)
+                raise _BoundReached()
+            yield out, duration.seconds
     if duration.seconds == 0:
         raise UndecodableAudio("no audio could be decoded from the file")
-    chunks.extend(resampler.flush())
-    return DecodedAudio(_concatenate(chunks), rate, duration.seconds)
+    # The last pair carries the whole duration, even when the resampler holds no more.
+    yield _concatenate(resampler.flush()), duration.seconds
 
 
 def _concatenate(chunks: list[npt.NDArray[np.float32]]) -> npt.NDArray[np.float32]:

@@ -123,6 +123,7 @@ class Ledger:
         "_held",
         "_key",
         "_replayed",
+        "_resource_id",
         "_settled",
         "_status",
         "_streaming",
@@ -158,6 +159,7 @@ class Ledger:
         self._held: Held | None = None  # units held against a monthly cap
         self._key: KeyHold | None = None  # the Idempotency-Key this request runs
         self._replayed = False  # answered with a key's stored answer
+        self._resource_id: str | None = None
         self._status: int | None = None  # of its row
         self._settled = False  # its row is written (or being written)
         self._streaming = False  # a stream writes its row when it ends
@@ -174,6 +176,10 @@ class Ledger:
         ledger = scope["state"][_SCOPE_KEY]
         assert isinstance(ledger, Ledger)
         return ledger
+
+    def made(self, resource_id: str) -> None:
+        """The request made this (a job), which its row names."""
+        self._resource_id = resource_id
 
     def admit(self, principal: Principal) -> None:
         """From here on the request is the key's organization's: logged and billed as such."""
@@ -374,6 +380,7 @@ class Ledger:
             duration_ms=round((time.monotonic() - self.started) * 1000),
             bytes_sent=bytes_sent,
             replayed=self._replayed,
+            resource_id=self._resource_id,
         )
 
 

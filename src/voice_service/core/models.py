@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from fractions import Fraction
 from typing import Any, ClassVar
 
 from sqlalchemy import (
@@ -154,6 +155,8 @@ class RequestLogEntry(Base):
     bytes_sent: Mapped[int | None] = mapped_column(BigInteger)  # streamed responses only
     # An idempotent request's stored answer sent again (never billed).
     replayed: Mapped[bool] = mapped_column(default=False, server_default=false())
+    # What the request made that outlives it, for a customer to find (a job's id).
+    resource_id: Mapped[str | None] = mapped_column(String(40))
 
 
 class UsageRecord(Base):
@@ -182,6 +185,8 @@ class UnitHold(Base):
     key_id: Mapped[str] = mapped_column(ForeignKey("api_keys.id"))
     units: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # A job's hold lasts until the job ends, past any request's lifetime.
+    lasts_until: Mapped[datetime | None]
 
 
 class IdempotencyEntry(Base):
@@ -321,3 +326,52 @@ class QueueWorker(Base):
     stats: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     meta: Mapped[dict[str, Any] | None] = mapped_column("metadata", JSON)
     expire_at: Mapped[float]  # epoch seconds
+
+
+class BlobChunk(Base):
+    """A file kept in the database (kit/blobs.py), in chunks: a job's audio, up to a GiB,
+    is written and read a chunk at a time, never whole in memory."""
+
+    __tablename__ = "blob_chunks"
+
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+    content: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class TranscriptionJob(Base):
+    """A long recording transcribed in the background (jobs/): what was asked, how far it
+    is, and once done its transcript (or why it failed)."""
+
+    __tablename__ = "transcription_jobs"
+    __table_args__ = (
+        Index("ix_transcription_jobs_org_created", "org_id", "created_at"),
+        Index("ix_transcription_jobs_finished", "finished_at"),
+    )
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    org_id: Mapped[str] = mapped_column(ForeignKey("organizations.id"))
+    key_id: Mapped[str] = mapped_column(ForeignKey("api_keys.id"))
+    request_id: Mapped[str] = mapped_column(String(40), unique=True)  # of its POST
+    status: Mapped[str] = mapped_column(String(16))
+    endpoint: Mapped[str] = mapped_column(String(40))  # what its usage is billed under
+    language: Mapped[str | None] = mapped_column(String(8))  # asked for, or detected
+    word_timestamps: Mapped[bool] = mapped_column(default=False)
+    keep_audio: Mapped[bool] = mapped_column(default=False)
+    audio: Mapped[str | None] = mapped_column(String(200))  # its blob; None once deleted
+    audio_bytes: Mapped[int] = mapped_column(BigInteger)
+    # Exact duration as "numerator/denominator" (a Fraction), measured at submission.
+    duration: Mapped[str] = mapped_column(String(64))
+    done_seconds: Mapped[float] = mapped_column(default=0.0)
+    units: Mapped[int | None] = mapped_column(Integer)  # billed, once completed
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    error_code: Mapped[str | None] = mapped_column(String(40))
+    error_message: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    started_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]
+
+    @property
+    def duration_fraction(self) -> Fraction:
+        return Fraction(self.duration)

@@ -50,3 +50,17 @@ class Capability(StrEnum):
 def megabytes(size: int) -> str:
     """`size` bytes as the API's messages state a limit: "25 MB" for 25 MiB."""
     return f"{size / (1024 * 1024):g} MB"
+
+
+class JobStatus(StrEnum):
+    """Where a transcription job is: queued → processing → completed | failed, or cancelled."""
+
+    QUEUED = "queued"
+    PROCESSING = "processing"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def ended(self) -> bool:
+        return self in (JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED)

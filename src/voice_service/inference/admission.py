@@ -25,23 +25,27 @@ class Priority(IntEnum):
     LIVE = 0  # a live-transcription turn: a caller is waiting mid-conversation
     FIRST = 1  # a request's first step: its first audio, its first segment
     LATER = 2  # a later step of a request under way
+    BATCH = 3  # a transcription job's: nobody waits on the line for it
 
 
 @dataclass(frozen=True, slots=True)
 class Job:
     """What a pool call does: the capability it queues under and the engine that runs it;
     `abandoned` is set when whoever asked for it no longer wants it (its client left);
-    `live` for a live-transcription turn."""
+    `live` for a live-transcription turn, `batch` for a transcription job's piece."""
 
     capability: Capability
     engine: str
     abandoned: asyncio.Event | None = field(default=None, compare=False)
     live: bool = False
+    batch: bool = False
 
     def priority(self, step: int) -> Priority:
         """The priority of its `step`-th step (from 0)."""
         if self.live:
             return Priority.LIVE
+        if self.batch:
+            return Priority.BATCH
         return Priority.FIRST if step == 0 else Priority.LATER
 
 

@@ -9,7 +9,7 @@ import logging
 import os
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -78,6 +78,11 @@ class InferencePool:
     def has_free_slot(self) -> bool:
         """A job asking now would run at once."""
         return not self._slots.exhausted and self._slots.idle_line
+
+    def waited_steps(self) -> dict[str, int]:
+        """Steps that found no slot they could take and waited, by priority (what shows
+        that live turns never wait while only jobs' pieces run: a slot is kept from them)."""
+        return {priority.name.lower(): self._slots.waited[priority] for priority in Priority}
 
     def queues(self) -> dict[str, dict[str, int]]:
         """Per capability: steps waiting for a slot, and holding one."""
@@ -180,15 +185,17 @@ class InferencePool:
         queue = self._queues[job.capability]
         if job.abandoned is not None and job.abandoned.is_set():
             raise ClientClosedRequest()
-        starting = priority is not Priority.LATER
+        starting = priority in (Priority.LIVE, Priority.FIRST)
         if starting and self._slots.exhausted and queue.waiting >= self._max_queued:
             self._metrics.refused(job.capability)
             raise NodeBusy(queue.retry_after(self._size))
         queue.waiting += 1
         self._queue_changed(job.capability)
         waiting_since = time.monotonic()
+        # A job's piece waits as long as it takes: the job workers bound how many wait.
+        timeout = None if priority is Priority.BATCH else self._queue_timeout
         try:
-            async with asyncio.timeout(self._queue_timeout):
+            async with asyncio.timeout(timeout):
                 await self._slots.acquire(priority, unless=job.abandoned)
         except TimeoutError:
             raise ProviderError(
@@ -202,9 +209,9 @@ class InferencePool:
             if starting:
                 self._metrics.waited(job.capability, time.monotonic() - waiting_since)
 
-    def _take_free_slot(self, job: Job) -> bool:
+    def _take_free_slot(self, job: Job, priority: Priority) -> bool:
         """Take a slot only if one is free and nobody waits for it."""
-        if not self._slots.take_free():
+        if not self._slots.take_free(priority):
             return False
         self._queues[job.capability].running += 1
         self._queue_changed(job.capability)
@@ -216,30 +223,30 @@ class InferencePool:
         step's outcome."""
         loop = asyncio.get_running_loop()
         since = time.monotonic()
-        capability = held.job.capability
+        job = held.job
         try:
             step = self._executor.submit(held.step, work)
         except RuntimeError:  # the pool has shut down
-            self._release(capability, since)
+            self._release(job, since)
             raise ProviderError(
                 "The node is shutting down; the request is safe to retry."
             ) from None
         outcome: Step[T] = loop.create_future()
 
         def done() -> None:
-            self._release(capability, since)
+            self._release(job, since)
             if not outcome.cancelled():  # its awaiter gave up; the thread ran on regardless
                 _copy_outcome(step, outcome)
 
         step.add_done_callback(lambda _: loop.call_soon_threadsafe(done))
         return outcome
 
-    def _release(self, capability: Capability, since: float) -> None:
-        queue = self._queues[capability]
+    def _release(self, job: Job, since: float) -> None:
+        queue = self._queues[job.capability]
         queue.running -= 1
         queue.finished(time.monotonic() - since)
-        self._queue_changed(capability)
-        self._slots.release()
+        self._queue_changed(job.capability)
+        self._slots.release(batch=job.batch)
 
     def _finished(self, held: _Held) -> None:
         self._metrics.inferred(held.job.engine, held.busy_seconds, failed=held.failed)
@@ -324,7 +331,11 @@ class _Steps:
         limit = self._taken + self._width
         if self._order.steps is not None:
             limit = min(limit, self._order.steps)
-        while self._next < limit and self._waiting is None and self._pool._take_free_slot(job):
+        while (
+            self._next < limit
+            and self._waiting is None
+            and self._pool._take_free_slot(job, job.priority(self._next))
+        ):
             self._start()
         if self._next < limit and self._running == 0 and self._waiting is None:
             self._waiting = asyncio.ensure_future(self._start_in_turn())
@@ -464,13 +475,18 @@ class _Failure:
 
 class _Slots:
     """`size` slots, each handed to the most urgent step waiting, in order of asking within
-    a priority."""
+    a priority. Batch steps hold at most all but one slot (all of one), so a live turn or a
+    request's step finds a slot that no job's piece holds."""
 
     def __init__(self, size: int) -> None:
         self._free = size
+        self._batch_limit = max(1, size - 1)
+        self._batch_held = 0
         self._lines: dict[Priority, deque[asyncio.Future[None]]] = {
             priority: deque() for priority in Priority
         }
+        # Steps that found no slot they could take and waited in line, by priority.
+        self.waited: Counter[Priority] = Counter()
 
     @property
     def exhausted(self) -> bool:
@@ -478,20 +494,25 @@ class _Slots:
 
     @property
     def idle_line(self) -> bool:
-        """Nobody waits for a slot."""
-        return not any(self._lines.values())
+        """Nobody waits for a slot that could be handed one."""
+        return not any(line for priority, line in self._lines.items() if self._may_take(priority))
 
-    def take_free(self) -> bool:
+    def _may_take(self, priority: Priority) -> bool:
+        return priority is not Priority.BATCH or self._batch_held < self._batch_limit
+
+    def take_free(self, priority: Priority) -> bool:
         """Take a slot if one is free and nobody waits for it."""
-        if self._free > 0 and self.idle_line:
+        if self._free > 0 and self.idle_line and self._may_take(priority):
             self._free -= 1
+            self._batch_held += priority is Priority.BATCH
             return True
         return False
 
     async def acquire(self, priority: Priority, *, unless: asyncio.Event | None = None) -> None:
         """Take a slot; raise `ClientClosedRequest` instead if `unless` is set first."""
-        if self.take_free():
+        if self.take_free(priority):
             return
+        self.waited[priority] += 1
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         line = self._lines[priority]
         line.append(waiter)
@@ -500,7 +521,8 @@ class _Slots:
             await waiter
         except BaseException:
             if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
-                self.release()  # handed a slot just as its waiter gave up: pass it on
+                # Handed a slot just as its waiter gave up: pass it on.
+                self.release(batch=priority is Priority.BATCH)
             elif waiter in line:
                 line.remove(waiter)
             raise
@@ -508,12 +530,15 @@ class _Slots:
             if watcher is not None:
                 watcher.cancel()
 
-    def release(self) -> None:
-        for line in self._lines.values():  # most urgent first
-            while line:
+    def release(self, *, batch: bool) -> None:
+        """Give back a slot (one a batch step held, if `batch`)."""
+        self._batch_held -= batch
+        for priority, line in self._lines.items():  # most urgent first
+            while line and self._may_take(priority):
                 waiter = line.popleft()
                 if not waiter.done():
                     waiter.set_result(None)
+                    self._batch_held += priority is Priority.BATCH
                     return
         self._free += 1
 

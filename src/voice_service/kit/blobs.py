@@ -1,5 +1,5 @@
-"""Where the service keeps files: clones' consented samples and idempotent requests' answers,
-in the database (default) or an S3-compatible bucket.
+"""Where the service keeps files: clones' consented samples, idempotent requests' answers and
+transcription jobs' audio, in the database (default) or an S3-compatible bucket.
 
 Every node of a cluster reaches either, so a delete through any node removes the sample.
 Samples are kept only as the consented record; synthesis uses the profile in `voices`.
@@ -38,13 +38,15 @@ from collections.abc import (
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 from urllib.parse import urlsplit
 
+from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from voice_service.core.errors import ProviderError
-from voice_service.core.models import VoiceSample, utcnow
+from voice_service.core.models import BlobChunk, VoiceSample, utcnow
+from voice_service.kit.db import transaction
 from voice_service.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -57,6 +59,9 @@ LiveClones = Callable[[AsyncSession, Collection[str]], Awaitable[set[tuple[str, 
 
 # An object younger than this may belong to a clone still committing on another node.
 ORPHAN_GRACE = timedelta(hours=1)
+# Files go into the database this big a row, and a few rows a transaction.
+FILE_CHUNK_BYTES = 1024 * 1024
+CHUNKS_PER_COMMIT = 8
 # Short, so an unreachable store costs a clone seconds (then 502), not a hung request.
 S3_TIMEOUT_SECONDS = 5.0
 S3_MAX_ATTEMPTS = 2
@@ -94,11 +99,33 @@ class BlobStore(ABC):
     async def drop_answer(self, name: str) -> None:
         """Delete a kept answer; one already gone is fine."""
 
+    # Files of up to a GiB (a job's audio), streamed in and out a chunk at a time.
+
+    @abstractmethod
+    async def put_file(self, name: str, path: Path) -> None:
+        """Keep the file at `path` as `name`. Raises ProviderError when the store fails."""
+
+    @abstractmethod
+    async def get_file(self, name: str, path: Path) -> None:
+        """Write the file kept as `name` to `path`; LookupError if there is none."""
+
+    @abstractmethod
+    async def drop_file(self, name: str) -> None:
+        """Delete a kept file; one already gone is fine."""
+
+    @abstractmethod
+    async def file_names(self, prefix: str, older_than: datetime) -> list[str]:
+        """The names under `prefix` of files kept before `older_than` (for a sweep)."""
+
 
 class DatabaseBlobStore(BlobStore):
     """Samples in `voice_samples`, inserted and (by the clone's delete) deleted in
     the voice's own transactions: nothing to clean up, ever. The sample is read before the
-    transaction; it is at most the upload cap (25 MiB by default)."""
+    transaction; it is at most the upload cap (25 MiB by default). Files are rows of
+    `blob_chunks`, a MiB each."""
+
+    def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
+        self._sessions = sessions
 
     @asynccontextmanager
     async def saving(self, org_id: str, voice_id: str, sample: Path) -> AsyncIterator[SaveStep]:
@@ -123,6 +150,55 @@ class DatabaseBlobStore(BlobStore):
 
     async def drop_answer(self, name: str) -> None:
         pass
+
+    async def put_file(self, name: str, path: Path) -> None:
+        # A few chunks a transaction: SQLite's one writer is never held for a whole GiB.
+        with path.open("rb") as source:
+            seq = 0
+            while chunks := await asyncio.to_thread(_read_chunks, source, CHUNKS_PER_COMMIT):
+                async with transaction(self._sessions) as session:
+                    for content in chunks:
+                        session.add(BlobChunk(name=name, seq=seq, content=content))
+                        seq += 1
+
+    async def get_file(self, name: str, path: Path) -> None:
+        with path.open("wb") as target:
+            seq = 0
+            while True:
+                async with self._sessions() as session:
+                    content = await session.scalar(
+                        select(BlobChunk.content).where(
+                            BlobChunk.name == name, BlobChunk.seq == seq
+                        )
+                    )
+                if content is None:
+                    break
+                await asyncio.to_thread(target.write, content)
+                seq += 1
+        if seq == 0:
+            raise LookupError(f"no file {name!r}")
+
+    async def drop_file(self, name: str) -> None:
+        async with transaction(self._sessions) as session:
+            await session.execute(delete(BlobChunk).where(BlobChunk.name == name))
+
+    async def file_names(self, prefix: str, older_than: datetime) -> list[str]:
+        async with self._sessions() as session:
+            names = await session.scalars(
+                select(BlobChunk.name).where(
+                    BlobChunk.name.startswith(prefix, autoescape=True),
+                    BlobChunk.seq == 0,
+                    BlobChunk.created_at < older_than,
+                )
+            )
+            return list(names)
+
+
+def _read_chunks(source: BinaryIO, count: int) -> list[bytes]:
+    chunks: list[bytes] = []
+    while len(chunks) < count and (chunk := source.read(FILE_CHUNK_BYTES)):
+        chunks.append(chunk)
+    return chunks
 
 
 async def _nothing_to_save(_session: AsyncSession) -> None:
@@ -254,6 +330,45 @@ class S3BlobStore(BlobStore):
         key = self._answer_key(name)
         await self._call(self._client.delete_object, Bucket=self.bucket, Key=key)
 
+    async def put_file(self, name: str, path: Path) -> None:
+        # boto3's managed transfer: a multipart upload read from disk a part at a time.
+        await self._call(self._client.upload_file, str(path), self.bucket, self._file_key(name))
+
+    async def get_file(self, name: str, path: Path) -> None:
+        try:
+            await asyncio.to_thread(
+                self._client.download_file, self.bucket, self._file_key(name), str(path)
+            )
+        except self._errors as exc:
+            if _not_found(exc):
+                raise LookupError(f"no file {name!r}") from exc
+            logger.error("sample store s3://%s failed: %r", self.bucket, exc)
+            raise ProviderError("The file store failed; the job will be retried.") from exc
+
+    async def drop_file(self, name: str) -> None:
+        key = self._file_key(name)
+        await self._call(self._client.delete_object, Bucket=self.bucket, Key=key)
+
+    async def file_names(self, prefix: str, older_than: datetime) -> list[str]:
+        start = self._file_key(prefix)
+        paginator = self._client.get_paginator("list_objects_v2")
+        pages: Iterator[Mapping[str, Any]] = iter(
+            paginator.paginate(Bucket=self.bucket, Prefix=start)
+        )
+        names: list[str] = []
+        base = len(self._file_key(""))
+        while (page := await self._call(next, pages, None)) is not None:
+            names.extend(
+                obj["Key"][base:]
+                for obj in page.get("Contents", [])
+                if obj["LastModified"] < older_than
+            )
+        return names
+
+    def _file_key(self, name: str) -> str:
+        # Three levels under the prefix (files/<kind>/<name>): `_owner` skips them.
+        return "/".join(part for part in (self.prefix, "files", name) if part)
+
     def _answer_key(self, name: str) -> str:
         # Three levels under the prefix: `_owner` (the samples' sweep) skips them.
         return "/".join(part for part in (self.prefix, "idempotency", name) if part)
@@ -279,6 +394,11 @@ def blob_store(
 ) -> BlobStore:
     """The store VOICE_SERVICE_SAMPLE_STORE names (validated by Settings)."""
     if settings.sample_store is None:
-        return DatabaseBlobStore()
+        return DatabaseBlobStore(sessions)
     location = urlsplit(settings.sample_store)
     return S3BlobStore(location.netloc, location.path.strip("/"), sessions, live_clones)
+
+
+def _not_found(exc: Exception) -> bool:
+    error = getattr(exc, "response", {}).get("Error", {})
+    return str(error.get("Code")) in {"404", "NoSuchKey", "NotFound"}

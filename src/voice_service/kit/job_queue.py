@@ -302,6 +302,22 @@ class SqlQueue(Queue):
             await session.execute(delete(QueueJob).where(QueueJob.key == job.key))
 
     async def _enqueue(self, job: Job) -> Job | None:
+        async with transaction(self._sessions) as session:
+            added = await self._insert(session, job)
+        if added:
+            logger.info("Enqueuing %s", job.info(logger.isEnabledFor(logging.DEBUG)))
+        return job if added else None
+
+    async def enqueue_in(self, session: AsyncSession, job: Job) -> bool:
+        """`enqueue`, in the caller's transaction: the job exists if and only if what it
+        works on commits with it. False if a job of its key is already under way."""
+        job.queue = self
+        job.queued = now()
+        job.status = Status.QUEUED
+        await self._before_enqueue(job)
+        return await self._insert(session, job)
+
+    async def _insert(self, session: AsyncSession, job: Job) -> bool:
         """Add the job; a job of the same key is replaced only once it has ended."""
         scheduled = job.scheduled or int(now_seconds())
         values = {
@@ -311,25 +327,22 @@ class SqlQueue(Queue):
             "priority": job.priority,
             "scheduled": scheduled,
         }
-        async with transaction(self._sessions) as session:
-            dialect = session.get_bind().dialect
-            added = await session.execute(
-                insert_if_absent(dialect, QueueJob).values(key=job.key, **values)
+        dialect = session.get_bind().dialect
+        added = await session.execute(
+            insert_if_absent(dialect, QueueJob).values(key=job.key, **values)
+        )
+        if added.rowcount:  # type: ignore[attr-defined]
+            return True
+        replaced = await session.execute(
+            update(QueueJob)
+            .where(
+                QueueJob.key == job.key,
+                QueueJob.status.in_(_TERMINAL),
+                QueueJob.scheduled < scheduled,
             )
-            if not added.rowcount:  # type: ignore[attr-defined]
-                replaced = await session.execute(
-                    update(QueueJob)
-                    .where(
-                        QueueJob.key == job.key,
-                        QueueJob.status.in_(_TERMINAL),
-                        QueueJob.scheduled < scheduled,
-                    )
-                    .values(expire_at=None, **values)
-                )
-                if not replaced.rowcount:  # type: ignore[attr-defined]
-                    return None
-        logger.info("Enqueuing %s", job.info(logger.isEnabledFor(logging.DEBUG)))
-        return job
+            .values(expire_at=None, **values)
+        )
+        return bool(replaced.rowcount)  # type: ignore[attr-defined]
 
     def serialize(self, job: Job) -> str:
         return str(super().serialize(job))

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from voice_service.engines.protocols import Segment
 from voice_service.openai_api.schemas import TranscriptFormat
+from voice_service.transcription.captions import srt, vtt
 from voice_service.transcription.service import TimedTranscript, billed_seconds
 
 
@@ -72,25 +72,3 @@ def verbose_json(
             for word in segment.words
         ]
     return body
-
-
-def srt(segments: list[Segment]) -> str:
-    return "".join(
-        f"{index}\n{_clock(s.start, ',')} --> {_clock(s.end, ',')}\n{s.text}\n\n"
-        for index, s in enumerate(segments, start=1)
-    )
-
-
-def vtt(segments: list[Segment]) -> str:
-    cues = "".join(
-        f"{_clock(s.start, '.')} --> {_clock(s.end, '.')}\n{s.text}\n\n" for s in segments
-    )
-    return "WEBVTT\n\n" + cues
-
-
-def _clock(seconds: float, decimal_mark: str) -> str:
-    millis = max(0, round(seconds * 1000))
-    hours, rest = divmod(millis, 3_600_000)
-    minutes, rest = divmod(rest, 60_000)
-    secs, millis = divmod(rest, 1000)
-    return f"{hours:02d}:{minutes:02d}:{secs:02d}{decimal_mark}{millis:03d}"

@@ -7,6 +7,7 @@ import asyncio
 from dataclasses import dataclass, field
 
 from voice_service.books.requestlog.writer import RequestLogWriter
+from voice_service.jobs.worker import JobWorkers
 from voice_service.kit.ratelimit import RateLimiter
 from voice_service.runtime import Runtime
 from voice_service.tenancy.cache import FreshCache, TenancyWatcher
@@ -30,3 +31,5 @@ class AppContext(Runtime):
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
     # Set by the lifespan once the catalogue is synced.
     voice_listing: VoiceListing | None = None
+    # The transcription jobs' queue, and this process's worker on it (set with the app).
+    jobs: JobWorkers | None = None

@@ -28,16 +28,23 @@ POLL_SECONDS = 0.2  # how often a retry looks whether the first request has fini
 
 
 async def claim_idempotency_key(
-    request: Request, context: AppContext, ledger: Ledger, principal: Principal, key: str
+    request: Request,
+    context: AppContext,
+    ledger: Ledger,
+    principal: Principal,
+    key: str,
+    digest: str | None = None,
 ) -> None:
     """Claim `key` for the request to run; or raise `StoredAnswer` with the key's first
-    answer (after waiting for it, if it still runs)."""
+    answer (after waiting for it, if it still runs). `digest`: the request's fingerprint,
+    if its handler took it as the body streamed in (else the body is read here)."""
     if _VALID_KEY.fullmatch(key) is None:
         raise InvalidRequest(f"{HEADER}: 1 to 255 printable ASCII characters.", param=HEADER)
-    body = await request.body()  # kept by the request for its handler to parse
-    digest = fingerprint(
-        request.method, _target(request), request.headers.get("content-type"), body
-    )
+    if digest is None:
+        body = await request.body()  # kept by the request for its handler to parse
+        digest = fingerprint(
+            request.method, request_target(request), request.headers.get("content-type"), body
+        )
     settings = context.settings
     give_up = time.monotonic() + settings.queue_timeout_seconds + settings.inference_timeout_seconds
     while True:
@@ -98,7 +105,7 @@ async def _stored(context: AppContext, entry: IdempotencyEntry) -> StoredAnswer:
     return StoredAnswer(entry.status, entry.error_code, entry.content_type, body)
 
 
-def _target(request: Request) -> str:
+def request_target(request: Request) -> str:
     """The path, and the query (which can choose the answer's format) in a canonical order."""
     query = sorted(request.query_params.multi_items())
     return f"{request.url.path}?{urlencode(query)}" if query else request.url.path

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from urllib.parse import parse_qsl
 
 from starlette.datastructures import MutableHeaders
@@ -158,22 +159,31 @@ class RequestBodyMiddleware:
     parser's temporary files), and refuses framing the server found malformed."""
 
     def __init__(
-        self, app: ASGIApp, max_bytes: int, advertised_bytes: int, idle_timeout: float
+        self,
+        app: ASGIApp,
+        max_bytes: int,
+        advertised_bytes: int,
+        idle_timeout: float,
+        larger: Mapping[str, tuple[int, int]] | None = None,
     ) -> None:
+        """`larger`: paths whose bodies may be bigger, each with its (max_bytes,
+        advertised_bytes)."""
         self.app = app
-        self.max_bytes = max_bytes
-        self.advertised_bytes = advertised_bytes  # the file limit users are told about
+        self.limit = (max_bytes, advertised_bytes)  # and the file limit users are told about
+        self.larger = dict(larger or {})
         self.idle_timeout = idle_timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        max_bytes, advertised_bytes = self.larger.get(scope["path"], self.limit)
         declared = _content_length(scope)
-        if declared is not None and declared > self.max_bytes:
+        if declared is not None and declared > max_bytes:
             ledger = Ledger.of(scope)
             ledger.failed(PayloadTooLarge.code)
-            await send_json_error(send, self._too_large(), ledger.request_id, scope["path"])
+            error = _too_large(advertised_bytes)
+            await send_json_error(send, error, ledger.request_id, scope["path"])
             return
         received = 0
         body_done = False
@@ -195,16 +205,12 @@ class RequestBodyMiddleware:
                 raise InvalidRequest(malformed, headers={"Connection": "close"})
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > self.max_bytes:
-                    raise self._too_large()
+                if received > max_bytes:
+                    raise _too_large(advertised_bytes)
                 body_done = not message.get("more_body", False)
             return message
 
         await self.app(scope, guarded_receive, send)
-
-    def _too_large(self) -> PayloadTooLarge:
-        limit = megabytes(self.advertised_bytes)
-        return PayloadTooLarge(f"The request body exceeds the {limit} limit.")
 
 
 class RepeatedQueryMiddleware:
@@ -228,6 +234,10 @@ class RepeatedQueryMiddleware:
                 await send_json_error(send, error, ledger.request_id, scope["path"])
                 return
         await self.app(scope, receive, send)
+
+
+def _too_large(advertised_bytes: int) -> PayloadTooLarge:
+    return PayloadTooLarge(f"The request body exceeds the {megabytes(advertised_bytes)} limit.")
 
 
 def _repeated_name(query: str) -> str | None:

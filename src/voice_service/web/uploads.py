@@ -8,16 +8,25 @@ PyAV can open and that is removed when the request is done.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import shutil
 import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO
 
 from fastapi import Request
+from python_multipart.exceptions import MultipartParseError
+from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.datastructures import UploadFile
 
+from voice_service.books.idempotency.fingerprint import Fingerprint
+
+if TYPE_CHECKING:  # a TypedDict the module declares for type checkers only
+    from python_multipart.multipart import MultipartCallbacks
 from voice_service.core.errors import (
     InvalidRequest,
     PayloadTooLarge,
@@ -84,3 +93,136 @@ def _spool_to_named_file(file: UploadFile, directory: Path) -> Path:
             Path(target.name).unlink(missing_ok=True)
             raise
     return Path(target.name)
+
+
+@dataclass(frozen=True, slots=True)
+class LargeUpload(Upload):
+    fingerprint: str  # the request's, for its Idempotency-Key (books.idempotency.fingerprint)
+    size: int  # of the file
+
+
+@asynccontextmanager
+async def receive_large_upload(
+    request: Request, target: str, directory: Path
+) -> AsyncIterator[LargeUpload]:
+    """A multipart upload of one `file` (a job's: up to a GiB) parsed as it streams in, the
+    file written straight to `directory`, and the request fingerprinted on the way, so no
+    part of it is ever held whole in memory or copied twice. The body-size middleware caps
+    the stream; text fields are capped here, by count and size. `target`: the request's
+    path and query as its Idempotency-Key's fingerprint takes them."""
+    content_type = request.headers.get("content-type", "")
+    media_type, options = parse_options_header(content_type)
+    boundary = options.get(b"boundary")
+    if media_type != b"multipart/form-data" or not boundary:
+        raise InvalidRequest("Content-Type must be multipart/form-data with a file field.")
+    handle, name = tempfile.mkstemp(dir=directory, prefix="upload-")
+    path = Path(name)
+    try:
+        with os.fdopen(handle, "wb") as file:
+            form = _StreamedForm(file)
+            hashing = Fingerprint(request.method, target, content_type)
+            parser = MultipartParser(boundary, form.callbacks())
+            async for chunk in request.stream():
+                hashing.update(chunk)
+                try:
+                    parser.write(chunk)
+                except MultipartParseError:
+                    raise InvalidRequest("The multipart body is malformed.") from None
+                if form.pending:
+                    await asyncio.to_thread(form.flush)
+            try:
+                parser.finalize()
+            except MultipartParseError:
+                raise InvalidRequest("The multipart body is malformed.") from None
+            await asyncio.to_thread(form.flush)
+        if not form.has_file or not form.complete:
+            raise InvalidRequest("file: an audio file is required.")
+        yield LargeUpload(
+            path=path, items=tuple(form.items), fingerprint=hashing.hexdigest(), size=form.size
+        )
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+
+
+class _StreamedForm:
+    """python-multipart's callbacks for one upload: the `file` part's bytes gathered for the
+    next write to disk, text fields kept (bounded)."""
+
+    def __init__(self, file: BinaryIO) -> None:
+        self._file = file
+        self._headers: dict[bytes, bytes] = {}
+        self._field = b""
+        self._value = bytearray()
+        self._in_file = False
+        self._pending = bytearray()
+        self.items: list[tuple[str, str]] = []
+        self.has_file = False
+        self.complete = False  # the last part ended
+        self.size = 0
+
+    @property
+    def pending(self) -> bool:
+        return len(self._pending) >= 1024 * 1024
+
+    def flush(self) -> None:
+        self._file.write(self._pending)
+        self._pending.clear()
+
+    def callbacks(self) -> MultipartCallbacks:
+        return {
+            "on_part_begin": self._begin,
+            "on_header_field": self._header_field,
+            "on_header_value": self._header_value,
+            "on_headers_finished": self._headers_finished,
+            "on_part_data": self._data,
+            "on_part_end": self._end,
+            "on_end": self._finished,
+        }
+
+    def _begin(self) -> None:
+        self._headers.clear()
+        self._value.clear()
+        self._in_file = False
+        self.complete = False
+
+    def _header_field(self, data: bytes, start: int, end: int) -> None:
+        self._field = data[start:end].lower()
+
+    def _header_value(self, data: bytes, start: int, end: int) -> None:
+        self._headers[self._field] = self._headers.get(self._field, b"") + data[start:end]
+
+    def _headers_finished(self) -> None:
+        _, options = parse_options_header(self._headers.get(b"content-disposition", b""))
+        name = options.get(b"name")
+        if name is None:
+            raise InvalidRequest("A multipart part has no name.")
+        if b"filename" in options:
+            if self.has_file or name != b"file":
+                raise InvalidRequest("Send one file, in the field named file.")
+            self.has_file = self._in_file = True
+            return
+        if len(self.items) >= MAX_FIELDS:
+            raise InvalidRequest(f"Too many form fields (at most {MAX_FIELDS}).")
+        self._field = name
+
+    def _data(self, data: bytes, start: int, end: int) -> None:
+        if self._in_file:
+            self._pending += data[start:end]
+            self.size += end - start
+            return
+        self._value += data[start:end]
+        if len(self._value) > MAX_FIELD_BYTES:
+            raise InvalidRequest(f"A form field is longer than {MAX_FIELD_BYTES} bytes.")
+
+    def _end(self) -> None:
+        if not self._in_file:
+            try:
+                value = self._value.decode()
+            except UnicodeDecodeError:
+                raise InvalidRequest("Form fields must be UTF-8 text.") from None
+            self.items.append((self._field.decode("latin-1"), value))
+        self.complete = True
+
+    def _finished(self) -> None:
+        self.complete = True

@@ -14,56 +14,76 @@ from python_multipart.multipart import MultipartParser, parse_options_header
 
 
 def fingerprint(method: str, target: str, content_type: str | None, body: bytes) -> str:
-    digest = hashlib.sha256(f"{method} {target}\n".encode())
-    parts = _multipart_parts(content_type, body)
-    if parts is None:
-        digest.update(b"body\n" + body)
-    else:
-        for part in parts:
+    hashing = Fingerprint(method, target, content_type)
+    hashing.update(body)
+    return hashing.hexdigest()
+
+
+class Fingerprint:
+    """`fingerprint` of a body that arrives in pieces (an upload too big to hold)."""
+
+    def __init__(self, method: str, target: str, content_type: str | None) -> None:
+        self._head = f"{method} {target}\n".encode()
+        self._whole = hashlib.sha256(self._head + b"body\n")  # the digest of a plain body
+        self._parts: list[bytes] | None = []
+        self._headers = bytearray()
+        self._content = hashlib.sha256()
+        self._parser = self._multipart_parser(content_type)
+        if self._parser is None:
+            self._parts = None
+
+    def update(self, chunk: bytes) -> None:
+        self._whole.update(chunk)
+        if self._parser is None:
+            return
+        try:
+            self._parser.write(chunk)
+        except MultipartParseError:
+            self._parser, self._parts = None, None
+
+    def hexdigest(self) -> str:
+        """Each part's headers and a hash of its content, in order; the body whole unless it
+        is well-formed multipart (anything else is refused by its route)."""
+        if self._parser is not None:
+            try:
+                self._parser.finalize()
+            except MultipartParseError:
+                self._parts = None
+        if self._parts is None:
+            return self._whole.hexdigest()
+        digest = hashlib.sha256(self._head)
+        for part in self._parts:
             digest.update(b"part\n" + part)
-    return digest.hexdigest()
+        return digest.hexdigest()
 
+    def _multipart_parser(self, content_type: str | None) -> MultipartParser | None:
+        if content_type is None:
+            return None
+        media_type, options = parse_options_header(content_type)
+        boundary = options.get(b"boundary")
+        if media_type != b"multipart/form-data" or not boundary:
+            return None
+        return MultipartParser(
+            boundary,
+            {
+                "on_header_field": self._on_header_field,
+                "on_header_value": self._on_header_value,
+                "on_part_data": self._on_part_data,
+                "on_part_end": self._on_part_end,
+            },
+        )
 
-def _multipart_parts(content_type: str | None, body: bytes) -> list[bytes] | None:
-    """Each part's headers and a hash of its content; None unless the body is well-formed
-    multipart (anything else is hashed whole, and its route refuses it)."""
-    if content_type is None:
-        return None
-    media_type, options = parse_options_header(content_type)
-    boundary = options.get(b"boundary")
-    if media_type != b"multipart/form-data" or not boundary:
-        return None
-    parts: list[bytes] = []
-    headers = bytearray()
-    content = hashlib.sha256()
+    def _on_header_field(self, data: bytes, start: int, end: int) -> None:
+        self._headers.extend(data[start:end].lower() + b":")
 
-    def on_header_field(data: bytes, start: int, end: int) -> None:
-        headers.extend(data[start:end].lower() + b":")
+    def _on_header_value(self, data: bytes, start: int, end: int) -> None:
+        self._headers.extend(data[start:end] + b"\n")
 
-    def on_header_value(data: bytes, start: int, end: int) -> None:
-        headers.extend(data[start:end] + b"\n")
+    def _on_part_data(self, data: bytes, start: int, end: int) -> None:
+        self._content.update(data[start:end])
 
-    def on_part_data(data: bytes, start: int, end: int) -> None:
-        content.update(data[start:end])
-
-    def on_part_end() -> None:
-        nonlocal content
-        parts.append(bytes(headers) + content.digest())
-        headers.clear()
-        content = hashlib.sha256()
-
-    parser = MultipartParser(
-        boundary,
-        {
-            "on_header_field": on_header_field,
-            "on_header_value": on_header_value,
-            "on_part_data": on_part_data,
-            "on_part_end": on_part_end,
-        },
-    )
-    try:
-        parser.write(body)
-        parser.finalize()
-    except MultipartParseError:
-        return None
-    return parts
+    def _on_part_end(self) -> None:
+        assert self._parts is not None
+        self._parts.append(bytes(self._headers) + self._content.digest())
+        self._headers.clear()
+        self._content = hashlib.sha256()

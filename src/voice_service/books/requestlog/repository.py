@@ -42,6 +42,7 @@ class LogEntry:
     created_at: datetime = field(default_factory=utcnow)
     bytes_sent: int | None = None  # what a streamed response delivered
     replayed: bool = False  # an idempotent request's stored answer, sent again
+    resource_id: str | None = None  # what the request made that outlives it (a job)
 
 
 _ENTRY_FIELDS = tuple(field.name for field in fields(LogEntry))

@@ -5,7 +5,8 @@ on its units are one transaction that first takes the organization row's lock (a
 UPDATE: the row lock on PostgreSQL, the write lock on SQLite), so of two requests racing
 for the last units, on any node, the second counts the first's hold. A hold lives until
 the request is billed (its usage row replaces it, in the same transaction) or ends
-otherwise (dropped); one that a crash left behind stops counting after `HOLD_LIFETIME`.
+otherwise (dropped); one that a crash left behind stops counting after `HOLD_LIFETIME`, or
+at its own `lasts_until` (a transcription job's, which lives until the job ends).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import ColumnElement, ScalarSelect, delete, func, select, update
+from sqlalchemy import ColumnElement, ScalarSelect, and_, delete, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from voice_service.core.errors import RateLimited
@@ -47,12 +48,18 @@ class Held:
 
 
 async def hold_units(
-    session: AsyncSession, principal: Principal, request_id: str, units: int, now: datetime
+    session: AsyncSession,
+    principal: Principal,
+    request_id: str,
+    units: int,
+    now: datetime,
+    lasts_until: datetime | None = None,
 ) -> Held | None:
     """Hold `units` for the request against its caps (instead of what it held before), or
     raise `RateLimited` (nothing held)
     naming the cap it would pass, with `Retry-After` until the month turns. None when no
-    cap applies (any more: the caller saw one on a cached key)."""
+    cap applies (any more: the caller saw one on a cached key). The hold counts until it is
+    dropped, or at most `HOLD_LIFETIME` (until `lasts_until`, if given)."""
     await session.execute(
         update(Organization)
         .where(Organization.id == principal.org_id)
@@ -68,7 +75,11 @@ async def hold_units(
     since = month_start(now)
     await session.execute(
         delete(UnitHold).where(
-            UnitHold.org_id == principal.org_id, UnitHold.created_at < now - HOLD_LIFETIME
+            UnitHold.org_id == principal.org_id,
+            or_(
+                and_(UnitHold.lasts_until.is_(None), UnitHold.created_at < now - HOLD_LIFETIME),
+                UnitHold.lasts_until < now,
+            ),
         )
     )
     await drop_hold(session, request_id)  # a request raising its own hold (a live session)
@@ -100,6 +111,7 @@ async def hold_units(
             key_id=principal.key_id,
             units=units,
             created_at=now,
+            lasts_until=lasts_until,
         )
     )
     return Held(units, min(remaining))

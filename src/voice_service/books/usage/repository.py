@@ -24,11 +24,23 @@ def record_usage(
     now: datetime,
 ) -> None:
     """Add the record to the caller's transaction: it commits with the success or not at all."""
+    add_usage(session, principal.org_id, principal.key_id, request_id, charge, now)
+
+
+def add_usage(
+    session: AsyncSession,
+    org_id: str,
+    key_id: str,
+    request_id: str,
+    charge: Charge,
+    now: datetime,
+) -> None:
+    """`record_usage` for work settled after its request ended (a job), by whose it was."""
     session.add(
         UsageRecord(
             request_id=request_id,
-            org_id=principal.org_id,
-            key_id=principal.key_id,
+            org_id=org_id,
+            key_id=key_id,
             endpoint=charge.endpoint,
             units=charge.units,
             voice_id=charge.voice_id,

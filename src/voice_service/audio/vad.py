@@ -19,7 +19,8 @@ import numpy as np
 import numpy.typing as npt
 import onnxruntime
 
-from voice_service.realtime.audio_in import RATE, Floats
+RATE = 16_000  # what Silero (and Whisper) take
+Floats = npt.NDArray[np.float32]
 
 WINDOW = 512
 _CONTEXT = 64
@@ -73,6 +74,11 @@ class SpeechDetector:
         self._judged = 0  # samples judged so far
         self.speaking = False
         self._silence = 0  # samples of silence since speech was last heard
+
+    @property
+    def judged(self) -> int:
+        """Samples judged so far (those of whole windows)."""
+        return self._judged
 
     def add(self, audio: Floats) -> list[VadEvent]:
         """Judge every whole window `audio` completes."""

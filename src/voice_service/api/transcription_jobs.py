@@ -1,0 +1,257 @@
+"""/transcription-jobs: long recordings transcribed in the background (jobs/)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
+
+from voice_service.audio.formats import NATIVE_AUDIO
+from voice_service.books.idempotency.keys import HEADER as IDEMPOTENCY_HEADER
+from voice_service.core.errors import InvalidRequest, NotFound, PayloadTooLarge
+from voice_service.core.models import TranscriptionJob
+from voice_service.core.vocabulary import Scope, Service, UsageEndpoint, megabytes
+from voice_service.engines.protocols import Segment, Word
+from voice_service.jobs import repository
+from voice_service.jobs.schemas import EXAMPLE_JOB_ID, TranscriptionJobList, TranscriptionJobOut
+from voice_service.jobs.service import JobOptions, cancel_or_delete, submit_job
+from voice_service.jobs.worker import JobWorkers
+from voice_service.tenancy.principal import Principal
+from voice_service.transcription.captions import srt, vtt
+from voice_service.transcription.service import known_languages, parse_language
+from voice_service.web.deps import Authenticated, Context, RequestLedger, check_scope
+from voice_service.web.idempotency import claim_idempotency_key, request_target
+from voice_service.web.schemas import error_responses, multipart_request_body
+from voice_service.web.uploads import receive_large_upload
+
+router = APIRouter(tags=["transcription jobs"])
+
+PATH = "/transcription-jobs"
+_ENDPOINTS = {
+    UsageEndpoint.SPEECH_TO_TEXT.value: (Scope.SPEECH_TO_TEXT, Service.SPEECH_TO_TEXT),
+    UsageEndpoint.ASR.value: (Scope.ASR, Service.ASR),
+}
+_BODY = multipart_request_body(
+    {
+        "file": {
+            "type": "string",
+            "format": "binary",
+            "description": f"Audio: {NATIVE_AUDIO.text}; checked by content; at most the "
+            "job upload limit (VOICE_SERVICE_JOB_MAX_UPLOAD_BYTES, 1 GiB by default) and "
+            "VOICE_SERVICE_JOB_MAX_AUDIO_SECONDS of audio (4 h).",
+        },
+        "language": {
+            "type": "string",
+            "description": "ISO 639-1 hint (e.g. en). Omit it to detect the language from "
+            "the first speech.",
+            "examples": ["en"],
+        },
+        "timestamps": {
+            "type": "string",
+            "enum": ["segment", "word"],
+            "description": "segment (default): each segment's start and end; word: each "
+            "word's too.",
+        },
+        "keep_audio": {
+            "type": "boolean",
+            "description": "Keep the audio once the job has ended (default false: deleted).",
+        },
+        "billed_as": {
+            "type": "string",
+            "enum": list(_ENDPOINTS),
+            "description": "The usage endpoint the job is billed under, and the key scope it "
+            "needs (default speech-to-text).",
+        },
+    },
+    required=["file"],
+)
+JobId = Annotated[str, Path(openapi_examples={"a job": {"value": EXAMPLE_JOB_ID}})]
+
+
+async def _jobs_reader(principal: Authenticated) -> Principal:
+    """A key that may transcribe (either scope) may see and cancel its organization's jobs."""
+    if principal.missing_scope_message(Scope.ASR) is not None:
+        check_scope(principal, Scope.SPEECH_TO_TEXT)
+    return principal
+
+
+JobsReader = Annotated[Principal, Depends(_jobs_reader)]
+
+
+def _workers(context: Context) -> JobWorkers:
+    assert context.jobs is not None
+    return context.jobs
+
+
+@router.post(
+    PATH,
+    summary="Submit a recording to transcribe in the background",
+    status_code=202,
+    response_model=TranscriptionJobOut,
+    responses=error_responses(400, 409, 413, 415),
+    openapi_extra=_BODY,
+)
+async def submit(
+    request: Request,
+    response: Response,
+    context: Context,
+    ledger: RequestLedger,
+    principal: Authenticated,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias=IDEMPOTENCY_HEADER,
+            description="The same key with the same upload within 24 h answers the same job.",
+        ),
+    ] = None,
+) -> TranscriptionJobOut:
+    async with receive_large_upload(
+        request, request_target(request), context.uploads_dir
+    ) as upload:
+        limit = context.settings.job_max_upload_bytes
+        if upload.size > limit:
+            raise PayloadTooLarge(f"file: the file exceeds the {megabytes(limit)} limit.")
+        fields = upload.fields
+        billed_as = fields.get("billed_as", UsageEndpoint.SPEECH_TO_TEXT.value)
+        if billed_as not in _ENDPOINTS:
+            raise InvalidRequest(f"billed_as: one of {', '.join(_ENDPOINTS)}.", param="billed_as")
+        check_scope(principal, *_ENDPOINTS[billed_as])
+        options = JobOptions(
+            language=parse_language(fields.get("language"), known_languages(context)),
+            word_timestamps=_timestamps(fields.get("timestamps")),
+            keep_audio=_flag(fields.get("keep_audio"), "keep_audio"),
+            endpoint=UsageEndpoint(billed_as),
+        )
+        if idempotency_key is not None:
+            await claim_idempotency_key(
+                request, context, ledger, principal, idempotency_key, upload.fingerprint
+            )
+        job = await submit_job(
+            context, _workers(context).queue, ledger, upload.path, upload.size, options
+        )
+    response.headers["Location"] = f"{request.url.path}/{job.id}"
+    return TranscriptionJobOut.of(job)
+
+
+def _timestamps(value: str | None) -> bool:
+    """Whether word times are asked for."""
+    if value in (None, "", "segment"):
+        return False
+    if value == "word":
+        return True
+    raise InvalidRequest("timestamps: segment or word.", param="timestamps")
+
+
+def _flag(value: str | None, name: str) -> bool:
+    if value in (None, "", "false"):
+        return False
+    if value == "true":
+        return True
+    raise InvalidRequest(f"{name}: true or false.", param=name)
+
+
+@router.get(
+    PATH,
+    summary="The organization's transcription jobs, newest first",
+    response_model=TranscriptionJobList,
+    responses=error_responses(400),
+)
+async def list_jobs(
+    context: Context,
+    principal: JobsReader,
+    limit: Annotated[
+        int,
+        Query(ge=1, le=200, description="Jobs per page.", openapi_examples={"20": {"value": 20}}),
+    ] = 50,
+    before: Annotated[
+        str | None, Query(max_length=40, description="A job id: the page starts after it.")
+    ] = None,
+) -> TranscriptionJobList:
+    async with context.sessions() as session:
+        try:
+            page = await repository.page_jobs(session, principal.org_id, limit=limit, before=before)
+        except repository.UnknownCursor:
+            raise InvalidRequest(f"before: no job {before!r} in this organization.") from None
+    return TranscriptionJobList(
+        jobs=[TranscriptionJobOut.of(job, with_result=False) for job in page.jobs],
+        next=page.next,
+    )
+
+
+_CAPTIONS = {
+    "srt": "application/x-subrip; charset=utf-8",
+    "vtt": "text/vtt; charset=utf-8",
+    "text": "text/plain; charset=utf-8",
+}
+
+
+@router.get(
+    PATH + "/{job_id}",
+    summary="One transcription job: its status, progress and, once completed, transcript",
+    response_model=TranscriptionJobOut,
+    responses={
+        **error_responses(400, 404),
+        200: {
+            "content": {
+                "text/plain": {"schema": {"type": "string"}},
+                "application/x-subrip": {"schema": {"type": "string"}},
+                "text/vtt": {"schema": {"type": "string"}},
+            }
+        },
+    },
+)
+async def get_job(
+    job_id: JobId,
+    context: Context,
+    principal: JobsReader,
+    format: Annotated[
+        Literal["json", "srt", "vtt", "text"],
+        Query(description="json (the job), or its transcript as srt, vtt or text."),
+    ] = "json",
+) -> TranscriptionJobOut | Response:
+    job = await _find(context, principal, job_id)
+    if format == "json":
+        return TranscriptionJobOut.of(job)
+    if job.result is None:
+        raise InvalidRequest(
+            f"format: the job is {job.status}; its transcript exists once it has completed.",
+            param="format",
+        )
+    transcript = TranscriptionJobOut.of(job).result
+    assert transcript is not None
+    segments = [
+        Segment(
+            text=s.text,
+            start=s.start,
+            end=s.end,
+            words=tuple(Word(w.word, w.start, w.end) for w in s.words or ()),
+        )
+        for s in transcript.segments
+    ]
+    captions = {"srt": srt, "vtt": vtt}
+    body = captions[format](segments) if format in captions else transcript.text + "\n"
+    return Response(body, media_type=_CAPTIONS[format])
+
+
+@router.delete(
+    PATH + "/{job_id}",
+    summary="Cancel a job under way, or delete one that has ended with its audio and transcript",
+    response_model=TranscriptionJobOut,
+    responses={**error_responses(404), 204: {"description": "Deleted."}},
+)
+async def delete_job(job_id: JobId, context: Context, principal: JobsReader) -> Response:
+    job = await _find(context, principal, job_id)
+    cancelled = await cancel_or_delete(context, _workers(context).queue, job)
+    if cancelled is None:
+        return Response(status_code=204)
+    body = TranscriptionJobOut.of(cancelled).model_dump_json()
+    return Response(body, media_type="application/json")
+
+
+async def _find(context: Context, principal: Principal, job_id: str) -> TranscriptionJob:
+    async with context.sessions() as session:
+        job = await repository.find_job(session, principal.org_id, job_id)
+    if job is None:
+        # The same answer for another organization's job and an unknown one.
+        raise NotFound(f"No transcription job with id {job_id!r}.")
+    return job

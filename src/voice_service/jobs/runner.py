@@ -1,0 +1,286 @@
+"""Running one transcription job: its audio fetched from the blob store, decoded as it goes,
+cut into pieces at pauses (`audio.pieces`), each piece transcribed at batch priority (below
+every live turn and request), progress recorded after each, and the job settled once: its
+transcript and usage row in one transaction, or its failure, billed nothing.
+
+A run may be repeated (its node killed, the queue handing the job to another worker): a run
+starts the job over from its audio, and only the first to settle it bills it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import wave
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import aclosing
+from dataclasses import dataclass, replace
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from voice_service.audio.decode import decode_chunks
+from voice_service.audio.formats import AcceptedAudio, identify_audio
+from voice_service.audio.pieces import Piece, PieceCutter
+from voice_service.audio.policy import NATIVE_POLICY, audio_errors_as_api_errors
+from voice_service.audio.vad import RATE
+from voice_service.books.usage.charge import Charge
+from voice_service.core.errors import ApiError, InternalError, InvalidRequest, ProviderError
+from voice_service.core.models import TranscriptionJob
+from voice_service.core.vocabulary import Capability, JobStatus
+from voice_service.engines.catalog import DECODER
+from voice_service.engines.deadline import InferenceBudget
+from voice_service.engines.protocols import (
+    EngineError,
+    Segment,
+    SpeechToText,
+    TranscribeOptions,
+    Word,
+)
+from voice_service.inference.admission import Job
+from voice_service.inference.providers.provider import Provider
+from voice_service.inference.providers.wire import AudioFile
+from voice_service.inference.resolver import LocalTranscriber, transcriber_for
+from voice_service.jobs import repository
+from voice_service.jobs.service import audio_let_go
+from voice_service.kit.db import transaction
+from voice_service.runtime import Runtime
+from voice_service.transcription.service import billed_seconds
+
+logger = logging.getLogger(__name__)
+
+Touch = Callable[[], Awaitable[None]]
+
+
+class JobFailed(Exception):
+    """The job cannot succeed however often it is tried (its audio, its engine's refusal)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class _Cancelled(Exception):
+    """Its owner cancelled the job while it ran."""
+
+
+@dataclass(slots=True)
+class _Transcript:
+    language: str | None
+    segments: list[Segment]
+    duration: Fraction = Fraction(0)
+
+
+async def run_job(runtime: Runtime, job_id: str, touch: Touch, *, last_attempt: bool) -> None:
+    """Run the job to its end. A failure of the audio or the engine fails it at once;
+    anything else (a store or database outage) is raised for the queue to retry, and fails
+    the job only on its `last_attempt`."""
+    clock = runtime.books.clock
+    async with transaction(runtime.sessions) as session:
+        if not await repository.start(session, job_id, clock()):
+            return  # cancelled, deleted or settled meanwhile
+        job = await repository.job_by_id(session, job_id)
+    assert job is not None
+    try:
+        transcript = await _transcribed(runtime, job, touch)
+    except _Cancelled:
+        return
+    except JobFailed as failure:
+        await _fail(runtime, job, failure.code, failure.message)
+        return
+    except Exception as exc:
+        if last_attempt:
+            logger.error("transcription job %s failed: %r", job_id, exc)
+            await _fail(runtime, job, InternalError.code, "The job failed; submit it again.")
+        raise
+    await _complete(runtime, job, transcript)
+
+
+async def _transcribed(runtime: Runtime, job: TranscriptionJob, touch: Touch) -> _Transcript:
+    if job.audio is None:
+        raise JobFailed(InvalidRequest.code, "The job's audio was deleted.")
+    assert runtime.engines is not None
+    path = runtime.uploads_dir / f"{job.id}.audio"
+    try:
+        await runtime.blobs.get_file(job.audio, path)
+        transcript = _Transcript(job.language, [])
+        options = TranscribeOptions(
+            language=job.language, timestamps=True, word_timestamps=job.word_timestamps
+        )
+        try:
+            transcriber = transcriber_for(runtime.engines, runtime.providers, job.language)
+        except ApiError as exc:
+            raise JobFailed(exc.code, exc.message) from None
+        settings = runtime.settings
+        made = runtime.pool.stream(
+            Job(Capability.SPEECH_TO_TEXT, DECODER, batch=True),
+            _pieces,
+            path,
+            NATIVE_POLICY.accepted,
+            settings.job_max_audio_seconds,
+        )
+        with audio_errors_as_api_errors("audio", NATIVE_POLICY), _as_job_failure():
+            async with aclosing(made) as pieces:
+                async for item in pieces:
+                    if isinstance(item, Fraction):
+                        transcript.duration = item
+                        continue
+                    if item.speech:
+                        options = replace(options, language=transcript.language)
+                        language, segments = await _piece_transcript(
+                            runtime, transcriber, item, options
+                        )
+                        transcript.language = transcript.language or language
+                        transcript.segments.extend(segments)
+                    await _progressed(runtime, job.id, item.end / RATE)
+                    await touch()
+        runtime.metrics.count_audio(Capability.SPEECH_TO_TEXT, float(transcript.duration))
+        return transcript
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+
+@contextlib.contextmanager
+def _as_job_failure() -> Iterator[None]:
+    """What the audio and the engines refuse fails the job: it would fail again."""
+    try:
+        yield
+    except ProviderError:
+        raise  # an upstream or the pool failed this time: the queue tries again
+    except ApiError as exc:
+        raise JobFailed(exc.code, exc.message) from None
+    except EngineError as exc:
+        logger.error("transcription job engine failure: %r", exc)
+        raise JobFailed(
+            "provider_error", "The transcription engine failed on this audio."
+        ) from None
+
+
+def _pieces(path: Path, accepted: AcceptedAudio, max_seconds: float) -> Iterator[Piece | Fraction]:
+    """The audio's pieces as they are decoded, then its exact duration."""
+    cutter = PieceCutter()
+    duration = Fraction(0)
+    fmt = identify_audio(path, accepted)
+    for chunk, decoded in decode_chunks(path, max_seconds=max_seconds, fmt=fmt):
+        yield from cutter.add(chunk)
+        duration = decoded
+    yield from cutter.finish()
+    yield duration
+
+
+async def _piece_transcript(
+    runtime: Runtime,
+    transcriber: LocalTranscriber | Provider,
+    piece: Piece,
+    options: TranscribeOptions,
+) -> tuple[str | None, list[Segment]]:
+    """The piece's language and segments, timed from the start of the whole audio."""
+    seconds = piece.samples.size / RATE
+    if isinstance(transcriber, Provider):
+        upload = AudioFile("piece.wav", wav_bytes(piece.samples), "audio/wav")
+        remote = await transcriber.transcribe(upload, options, seconds)
+        return remote.language, [_shifted(s, piece.start_seconds) for s in remote.segments]
+    made = runtime.pool.stream(
+        Job(Capability.SPEECH_TO_TEXT, transcriber.name, batch=True),
+        _local_parts,
+        transcriber.engine,
+        piece.samples,
+        options,
+        runtime.inference_budget,
+    )
+    language: str | None = None
+    segments: list[Segment] = []
+    async with aclosing(made) as parts:
+        async for part in parts:
+            if isinstance(part, str):
+                language = part
+            else:
+                segments.append(_shifted(part, piece.start_seconds))
+    return language, segments
+
+
+def _local_parts(
+    engine: SpeechToText, samples: Any, options: TranscribeOptions, budget: InferenceBudget
+) -> Iterator[str | Segment]:
+    deadline = budget.start()
+    stream = engine.stream(samples, options)
+    yield stream.language
+    for segment in stream.segments:
+        deadline.check(samples.size / RATE)
+        yield segment
+
+
+def _shifted(segment: Segment, offset: float) -> Segment:
+    words = tuple(Word(w.word, w.start + offset, w.end + offset) for w in segment.words)
+    return replace(segment, start=segment.start + offset, end=segment.end + offset, words=words)
+
+
+def wav_bytes(samples: Any) -> bytes:
+    """16-bit mono WAV at RATE: a piece as a provider takes it."""
+    pcm = (np.clip(samples, -1.0, 1.0) * 32767).astype("<i2").tobytes()
+    out = io.BytesIO()
+    with wave.open(out, "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(RATE)
+        wav.writeframes(pcm)
+    return out.getvalue()
+
+
+async def _progressed(runtime: Runtime, job_id: str, done_seconds: float) -> None:
+    async with transaction(runtime.sessions) as session:
+        status = await repository.progressed(session, job_id, done_seconds)
+    if status is not JobStatus.PROCESSING:
+        raise _Cancelled()
+
+
+async def _complete(runtime: Runtime, job: TranscriptionJob, transcript: _Transcript) -> None:
+    charge = Charge(job.endpoint, billed_seconds(transcript.duration))
+    result = transcript_json(transcript.language, transcript.segments, job.word_timestamps)
+    async with transaction(runtime.sessions) as session:
+        billed = await repository.complete(
+            session, job, result, transcript.language, charge, runtime.books.clock()
+        )
+    if billed:
+        runtime.metrics.count_usage(charge.endpoint, charge.units, job.org_id)
+        await audio_let_go(runtime, job)
+
+
+async def _fail(runtime: Runtime, job: TranscriptionJob, code: str, message: str) -> None:
+    async with transaction(runtime.sessions) as session:
+        failed = await repository.fail(session, job, code, message, runtime.books.clock())
+    if failed:
+        await audio_let_go(runtime, job)
+
+
+def transcript_json(
+    language: str | None, segments: list[Segment], word_timestamps: bool
+) -> dict[str, Any]:
+    """A completed job's transcript as it is kept (and answered)."""
+    return {
+        "text": " ".join(segment.text.strip() for segment in segments).strip(),
+        "language": language,
+        "segments": [
+            {
+                "start": round(segment.start, 3),
+                "end": round(segment.end, 3),
+                "text": segment.text.strip(),
+                **(
+                    {
+                        "words": [
+                            {"word": w.word, "start": round(w.start, 3), "end": round(w.end, 3)}
+                            for w in segment.words
+                        ]
+                    }
+                    if word_timestamps
+                    else {}
+                ),
+            }
+            for segment in segments
+        ],
+    }

@@ -1,0 +1,92 @@
+"""Transcription jobs as the API shows them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from voice_service.core.models import TranscriptionJob
+from voice_service.core.vocabulary import JobStatus
+from voice_service.voices.schemas import Timestamp
+
+EXAMPLE_JOB_ID = "job_8d2e4f6a1b3c5d7e9f0a1b2c"
+
+
+class JobWord(BaseModel):
+    word: str
+    start: float
+    end: float
+
+
+class JobSegment(BaseModel):
+    start: float = Field(description="Seconds from the start of the recording.")
+    end: float
+    text: str
+    words: list[JobWord] | None = Field(
+        None, description="Each word with its times, when `timestamps=word` was asked."
+    )
+
+
+class JobTranscript(BaseModel):
+    text: str
+    language: str | None = Field(description="Given, or detected from the first speech.")
+    segments: list[JobSegment]
+
+
+class JobFailure(BaseModel):
+    code: str = Field(examples=["UNSUPPORTED_MEDIA_TYPE"])
+    message: str
+
+
+class TranscriptionJobOut(BaseModel):
+    id: str = Field(examples=[EXAMPLE_JOB_ID])
+    status: JobStatus
+    request_id: str = Field(description="The request that submitted it, in the request log.")
+    created_at: Timestamp
+    started_at: Timestamp | None
+    finished_at: Timestamp | None
+    duration_seconds: float = Field(description="Of the audio, as decoded at submission.")
+    progress_seconds: float = Field(
+        description="Seconds of the audio transcribed so far (all of it once completed)."
+    )
+    language: str | None = Field(description="Asked for; once completed, the transcript's.")
+    timestamps: str = Field(description="segment, or word.")
+    billed_as: str = Field(description="The usage endpoint it is billed under, once completed.")
+    units: int | None = Field(description="Units billed: null until it completes.")
+    audio_kept: bool = Field(description="Its audio is still stored.")
+    error: JobFailure | None = Field(description="Why it failed.")
+    result: JobTranscript | None = Field(description="The transcript, once completed.")
+
+    @classmethod
+    def of(cls, job: TranscriptionJob, *, with_result: bool = True) -> TranscriptionJobOut:
+        failure = (
+            JobFailure(code=job.error_code, message=job.error_message or "")
+            if job.error_code is not None
+            else None
+        )
+        result: dict[str, Any] | None = job.result if with_result else None
+        return cls(
+            id=job.id,
+            status=JobStatus(job.status),
+            request_id=job.request_id,
+            created_at=job.created_at,
+            started_at=job.started_at,
+            finished_at=job.finished_at,
+            duration_seconds=float(job.duration_fraction),
+            progress_seconds=job.done_seconds,
+            language=job.language,
+            timestamps="word" if job.word_timestamps else "segment",
+            billed_as=job.endpoint,
+            units=job.units,
+            audio_kept=job.audio is not None,
+            error=failure,
+            result=JobTranscript.model_validate(result) if result is not None else None,
+        )
+
+
+class TranscriptionJobList(BaseModel):
+    jobs: list[TranscriptionJobOut] = Field(description="Newest first, without their results.")
+    next: str | None = Field(
+        description="Pass as `before` for the next (older) page; null on the last page."
+    )

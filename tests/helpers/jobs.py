@@ -1,0 +1,73 @@
+"""Transcription jobs in tests: real recordings made into a long one, submitted, awaited."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import io
+import wave
+from typing import Any
+
+import httpx
+import numpy as np
+import numpy.typing as npt
+from bench.speech_set import real_clips
+
+from tests.helpers.app import Tenant
+
+RATE = 16_000
+GAP_SECONDS = 1.5  # between recordings: a pause the piece cutter cuts at
+
+
+@functools.cache
+def recordings() -> tuple[npt.NDArray[np.float32], ...]:
+    """pocketsphinx-testdata's recordings: three speakers, about 43 s in all."""
+    return tuple(clip.audio for clip in real_clips())
+
+
+def conversation(rounds: int = 1) -> npt.NDArray[np.float32]:
+    """The recordings one after another, `rounds` times, a pause after each."""
+    gap = np.zeros(round(GAP_SECONDS * RATE), dtype=np.float32)
+    parts = [part for recording in recordings() for part in (recording, gap)]
+    return np.concatenate(parts * rounds)
+
+
+def wav_bytes(samples: npt.NDArray[np.float32]) -> bytes:
+    """16-bit mono WAV at 16 kHz, which decodes back to the same samples."""
+    out = io.BytesIO()
+    with wave.open(out, "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(RATE)
+        wav.writeframes((np.clip(samples, -1, 1) * 32767).astype("<i2").tobytes())
+    return out.getvalue()
+
+
+async def submit(
+    client: httpx.AsyncClient,
+    tenant: Tenant,
+    audio: bytes,
+    *,
+    headers: dict[str, str] | None = None,
+    **fields: str,
+) -> httpx.Response:
+    return await client.post(
+        "/transcription-jobs",
+        headers={**tenant.headers, **(headers or {})},
+        files={"file": ("recording.wav", audio, "audio/wav")},
+        data=fields,
+    )
+
+
+async def settled(
+    client: httpx.AsyncClient, tenant: Tenant, job_id: str, seconds: float = 300
+) -> dict[str, Any]:
+    """The job once it has ended."""
+    async with asyncio.timeout(seconds):
+        while True:
+            response = await client.get(f"/transcription-jobs/{job_id}", headers=tenant.headers)
+            assert response.status_code == 200, response.text
+            job: dict[str, Any] = response.json()
+            if job["status"] in ("completed", "failed", "cancelled"):
+                return job
+            await asyncio.sleep(0.2)
