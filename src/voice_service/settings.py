@@ -146,6 +146,12 @@ class Settings(BaseSettings):
         description="Transcription jobs this node's process runs at once (0: none; the "
         "other nodes run them). Their pieces run below every request in the inference pool.",
     )
+    job_lease_seconds: int = Field(
+        60,
+        ge=2,
+        description="A job whose node stops reporting on it for this long (killed, or cut "
+        "off from the database) is taken over by another node, or by this one once it is back.",
+    )
     job_result_days: float = Field(
         30.0,
         gt=0,

@@ -47,6 +47,11 @@ OPERATIONS = {
         "429",
         "502",
     },
+    # Issue 35: long recordings as jobs.
+    ("/transcription-jobs", "post"): {"202", "400", "401", "403", "409", "413", "415", "429"},
+    ("/transcription-jobs", "get"): {"200", "400", "401", "403", "429"},
+    ("/transcription-jobs/{job_id}", "get"): {"200", "400", "401", "403", "404", "429"},
+    ("/transcription-jobs/{job_id}", "delete"): {"200", "204", "401", "403", "404", "429"},
 }
 
 
@@ -246,7 +251,8 @@ async def test_every_operation_taking_an_idempotency_key_declares_409(
         if "Idempotency-Key" in names:
             taking += 1
             assert "409" in operation["responses"], (path, method)
-    assert taking == 10  # four speech routes, two transcription ones, clone; three of /v1
+    # Four speech routes, two transcription ones, a job's submission, clone; three of /v1.
+    assert taking == 11
 
 
 async def test_no_summary_shows_markdown(
@@ -328,7 +334,7 @@ async def test_form_fields_show_examples_that_fit(
         for field in fields.values():
             for value in field.get("examples", []):
                 Draft202012Validator(field).validate(value)
-    assert forms == 5  # /speech-to-text, /asr, /voices/clone; OpenAI's two
+    assert forms == 6  # /speech-to-text, /asr, /transcription-jobs, /voices/clone; OpenAI's two
 
 
 async def test_docs_are_served_by_the_app_itself(client: httpx.AsyncClient) -> None:

@@ -183,6 +183,7 @@ async def test_status_filter_and_one_request(
         "created_at",
         "bytes_sent",  # null: not a stream
         "replayed",  # an idempotent retry's stored answer
+        "resource_id",  # what it made that outlives it (a transcription job)
         "units",  # what it was billed: nothing, for a failure
         "billed_endpoint",
     }

@@ -70,4 +70,4 @@ async def settled(
             job: dict[str, Any] = response.json()
             if job["status"] in ("completed", "failed", "cancelled"):
                 return job
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(1)  # within the key's rate limit

@@ -100,7 +100,8 @@ def _wait_ready(root: str, deadline: float) -> None:
 def running_server(
     data_dir: Path, *, workers: int = 1, redis_url: str | None = None, **settings: str
 ) -> Iterator[Server]:
-    """A first start on an empty SQLite database, as in the README, with `settings` as
+    """A first start on an empty SQLite database, as in the README (or a later start on
+    `data_dir`: then `api_key` is empty, as serve prints it once), with `settings` as
     VOICE_SERVICE_* variables (e.g. header_timeout_seconds="1"); `workers` > 1 processes
     need the `redis_url` they share."""
     env = {
@@ -129,7 +130,7 @@ def running_server(
         _wait_ready(f"http://127.0.0.1:{port}", time.monotonic() + 120)
         yield Server(
             first["base_url"],
-            first["api_key"],
+            first.get("api_key", ""),  # printed on the first start only
             first["org_id"],
             first["account_id"],
             env,

@@ -175,6 +175,14 @@ async def expired_jobs(
     )
 
 
+async def jobs_under_way(session: AsyncSession) -> Sequence[TranscriptionJob]:
+    return list(
+        await session.scalars(
+            select(TranscriptionJob).where(TranscriptionJob.status.in_(_UNDER_WAY)).limit(500)
+        )
+    )
+
+
 async def audio_in_use(session: AsyncSession, names: Sequence[str]) -> set[str]:
     """Of these blob names, those a job still refers to."""
     found = await session.scalars(

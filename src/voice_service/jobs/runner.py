@@ -13,7 +13,7 @@ import contextlib
 import io
 import logging
 import wave
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from contextlib import aclosing
 from dataclasses import dataclass, replace
 from fractions import Fraction
@@ -52,8 +52,6 @@ from voice_service.transcription.service import billed_seconds
 
 logger = logging.getLogger(__name__)
 
-Touch = Callable[[], Awaitable[None]]
-
 
 class JobFailed(Exception):
     """The job cannot succeed however often it is tried (its audio, its engine's refusal)."""
@@ -75,7 +73,7 @@ class _Transcript:
     duration: Fraction = Fraction(0)
 
 
-async def run_job(runtime: Runtime, job_id: str, touch: Touch, *, last_attempt: bool) -> None:
+async def run_job(runtime: Runtime, job_id: str, *, last_attempt: bool) -> None:
     """Run the job to its end. A failure of the audio or the engine fails it at once;
     anything else (a store or database outage) is raised for the queue to retry, and fails
     the job only on its `last_attempt`."""
@@ -86,7 +84,7 @@ async def run_job(runtime: Runtime, job_id: str, touch: Touch, *, last_attempt: 
         job = await repository.job_by_id(session, job_id)
     assert job is not None
     try:
-        transcript = await _transcribed(runtime, job, touch)
+        transcript = await _transcribed(runtime, job)
     except _Cancelled:
         return
     except JobFailed as failure:
@@ -100,7 +98,7 @@ async def run_job(runtime: Runtime, job_id: str, touch: Touch, *, last_attempt: 
     await _complete(runtime, job, transcript)
 
 
-async def _transcribed(runtime: Runtime, job: TranscriptionJob, touch: Touch) -> _Transcript:
+async def _transcribed(runtime: Runtime, job: TranscriptionJob) -> _Transcript:
     if job.audio is None:
         raise JobFailed(InvalidRequest.code, "The job's audio was deleted.")
     assert runtime.engines is not None
@@ -137,7 +135,6 @@ async def _transcribed(runtime: Runtime, job: TranscriptionJob, touch: Touch) ->
                         transcript.language = transcript.language or language
                         transcript.segments.extend(segments)
                     await _progressed(runtime, job.id, item.end / RATE)
-                    await touch()
         runtime.metrics.count_audio(Capability.SPEECH_TO_TEXT, float(transcript.duration))
         return transcript
     finally:

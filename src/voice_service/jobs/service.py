@@ -36,9 +36,7 @@ AUDIO_PREFIX = "jobs/"
 # A job's units stay held until it ends, however long it waits; a hold a lost job left
 # stops counting after this.
 HOLD_LIFETIME = timedelta(days=7)
-# The queue's own view of a run: how long its worker may go without a sign of life before
-# another takes the job over, and how often a job is tried before it fails.
-HEARTBEAT_SECONDS = 120
+# How often a job is tried (its node killed, the database away) before it fails.
 ATTEMPTS = 3
 
 
@@ -50,14 +48,14 @@ class JobOptions:
     endpoint: UsageEndpoint  # what its usage is billed under
 
 
-def queued_job(job_id: str) -> QueuedJob:
+def queued_job(job_id: str, lease_seconds: int) -> QueuedJob:
     """The queue's entry for a job: keyed by its id, so it is queued once."""
     return QueuedJob(
         function=RUN,
         kwargs={"job_id": job_id},
         key=job_id,
         timeout=0,  # as long as it takes; a dead worker is found by its heartbeat
-        heartbeat=HEARTBEAT_SECONDS,
+        heartbeat=lease_seconds,
         retries=ATTEMPTS,
         retry_delay=5.0,
         retry_backoff=True,
@@ -119,7 +117,8 @@ async def submit_job(
                 created_at=now,
             )
             session.add(job)
-            await queue.enqueue_in(session, queued_job(job_id))
+            lease = runtime.settings.job_lease_seconds
+            await queue.enqueue_in(session, queued_job(job_id, lease))
     except BaseException:
         await _forget(runtime, name, ledger.request_id, principal.capped)
         raise

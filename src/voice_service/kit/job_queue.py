@@ -12,8 +12,9 @@ UPDATE, so of two workers that see the same job exactly one gets it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from typing import Any, cast
 
 from saq.job import Job, Status
@@ -21,6 +22,8 @@ from saq.queue import Queue
 from saq.types import CountKind, QueueInfo, WorkerInfo, WorkerStats
 from saq.utils import now, now_seconds
 from sqlalchemy import ColumnElement, delete, func, select, update
+from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from voice_service.core.models import QueueJob, QueueWorker
@@ -29,9 +32,37 @@ from voice_service.kit.db import insert_if_absent, transaction
 logger = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.5  # how often an idle worker looks for a job
+# What an unreachable or silent database raises (sockets, timeouts, the pool).
+_OUTAGES = (OSError, TimeoutError, OperationalError, InterfaceError, PoolTimeout)
 # Statuses as stored: SAQ's words.
 _TERMINAL = (Status.ABORTED.value, Status.COMPLETE.value, Status.FAILED.value)
 _RUNNING = (Status.ACTIVE.value, Status.ABORTING.value)
+
+
+class _Outage:
+    """SAQ's worker asks the queue something every second or so, and logs a traceback for
+    each failure: while the database is away, one line says so instead, and one when it is
+    back."""
+
+    def __init__(self) -> None:
+        self.ongoing = False
+
+    @contextlib.contextmanager
+    def quiet(self) -> Iterator[None]:
+        try:
+            yield
+        except _OUTAGES as exc:
+            if not self.ongoing:
+                logger.warning("the job queue cannot reach the database: %r", exc)
+            self.ongoing = True
+            raise _Unavailable() from exc
+        if self.ongoing:
+            logger.warning("the job queue reaches the database again")
+            self.ongoing = False
+
+
+class _Unavailable(Exception):
+    """The database did not answer the queue this time."""
 
 
 class SqlQueue(Queue):
@@ -45,6 +76,7 @@ class SqlQueue(Queue):
         super().__init__(name, dump=None, load=None)
         self._sessions = sessions
         self._poll_seconds = poll_seconds
+        self._outage = _Outage()
 
     async def disconnect(self) -> None:
         pass  # the sessions belong to the app
@@ -101,6 +133,13 @@ class SqlQueue(Queue):
     async def sweep(self, lock: int = 60, abort: float = 5.0) -> list[str]:
         """Remove expired jobs and workers; retry (or abort) each job that is stuck: past
         its timeout, or its heartbeat lapsed because its worker died."""
+        try:
+            with self._outage.quiet():
+                return await self._sweep(abort)
+        except _Unavailable:
+            return []
+
+    async def _sweep(self, abort: float) -> list[str]:
         moment = now_seconds()
         async with transaction(self._sessions) as session:
             await session.execute(
@@ -182,6 +221,13 @@ class SqlQueue(Queue):
 
     async def jobs(self, job_keys: Iterable[str]) -> list[Job | None]:
         keys = list(job_keys)
+        try:
+            with self._outage.quiet():
+                return await self._jobs(keys)
+        except _Unavailable:
+            return [None] * len(keys)
+
+    async def _jobs(self, keys: list[str]) -> list[Job | None]:
         async with self._sessions() as session:
             rows = await session.execute(
                 select(QueueJob.key, QueueJob.job, QueueJob.status).where(
@@ -231,7 +277,11 @@ class SqlQueue(Queue):
         pause = poll_interval or self._poll_seconds
         give_up = now_seconds() + timeout if timeout > 0 else None
         while True:
-            job = await self._claim()
+            try:
+                with self._outage.quiet():
+                    job = await self._claim()
+            except _Unavailable:
+                job = None
             if job is not None:
                 return job
             if give_up is not None and now_seconds() >= give_up:
@@ -270,6 +320,10 @@ class SqlQueue(Queue):
         return None
 
     async def write_worker_info(self, worker_id: str, info: WorkerInfo, ttl: int) -> None:
+        with contextlib.suppress(_Unavailable), self._outage.quiet():
+            await self._write_worker_info(worker_id, info, ttl)
+
+    async def _write_worker_info(self, worker_id: str, info: WorkerInfo, ttl: int) -> None:
         values = {
             "queue_key": info["queue_key"],
             "stats": info["stats"],

@@ -46,7 +46,8 @@ class JsonFormatter(logging.Formatter):
 
 
 def log_config(fmt: LogFormat) -> dict[str, Any]:
-    """A `logging.config.dictConfig` for uvicorn's loggers and ours, at INFO."""
+    """A `logging.config.dictConfig` for uvicorn's loggers and ours, at INFO, and the job
+    queue's."""
     formatter = (
         {"()": f"{__name__}.JsonFormatter"}
         if fmt == "json"
@@ -66,5 +67,9 @@ def log_config(fmt: LogFormat) -> dict[str, Any]:
             "uvicorn": {"handlers": ["default"], "level": "INFO", "propagate": False},
             "uvicorn.error": {"level": "INFO"},
             "voice_service": {"handlers": ["default"], "level": "INFO", "propagate": False},
+            # The job queue's library: its failures only. Its info lines repeat ours, and
+            # its one warning is that jobs under way were cut off at shutdown, which they
+            # are on purpose (they go back to the queue).
+            "saq": {"handlers": ["default"], "level": "ERROR", "propagate": False},
         },
     }
