@@ -60,6 +60,7 @@ MARGIN = 5.0
 # Whisper + Piper load in every worker, all of them at once on 2 cores.
 START_TIMEOUT = 240.0
 SETTLE_TIMEOUT = 90.0
+JOB_LEASE_SECONDS = 4
 DB_POOL_SIZE = 3
 DB_MAX_OVERFLOW = 2
 
@@ -505,6 +506,8 @@ def node_env(data_dir: Path, database_url: str, redis_url: str, **extra: str) ->
             "VOICE_SERVICE_DB_MAX_OVERFLOW": str(DB_MAX_OVERFLOW),
             "VOICE_SERVICE_DB_POOL_TIMEOUT_SECONDS": str(DB_TIMEOUT),
             "VOICE_SERVICE_CLUSTER_NODES": str(NODES),
+            # A killed node's transcription job is taken over within seconds.
+            "VOICE_SERVICE_JOB_LEASE_SECONDS": str(JOB_LEASE_SECONDS),
         }
     )
     env.update({f"VOICE_SERVICE_{name.upper()}": value for name, value in extra.items()})

@@ -76,12 +76,13 @@ class InferencePool:
 
     @property
     def has_free_slot(self) -> bool:
-        """A job asking now would run at once."""
-        return not self._slots.exhausted and self._slots.idle_line
+        """Optional work asking now would run at once, and leave a slot for what is not
+        optional (see `_Slots.spare`)."""
+        return self._slots.spare
 
     def waited_steps(self) -> dict[str, int]:
-        """Steps that found no slot they could take and waited, by priority (what shows
-        that live turns never wait while only jobs' pieces run: a slot is kept from them)."""
+        """Steps that found no slot they could take and waited, by priority: what shows
+        that live turns and requests never wait while only jobs' pieces run."""
         return {priority.name.lower(): self._slots.waited[priority] for priority in Priority}
 
     def queues(self) -> dict[str, dict[str, int]]:
@@ -475,12 +476,12 @@ class _Failure:
 
 class _Slots:
     """`size` slots, each handed to the most urgent step waiting, in order of asking within
-    a priority. Batch steps hold at most all but one slot (all of one), so a live turn or a
-    request's step finds a slot that no job's piece holds."""
+    a priority. A batch step never takes the last free slot (of more than one): a live turn
+    or a request's first step always finds one that no job's piece holds."""
 
     def __init__(self, size: int) -> None:
         self._free = size
-        self._batch_limit = max(1, size - 1)
+        self._kept = 1 if size > 1 else 0  # free slots batch steps leave alone
         self._batch_held = 0
         self._lines: dict[Priority, deque[asyncio.Future[None]]] = {
             priority: deque() for priority in Priority
@@ -493,20 +494,33 @@ class _Slots:
         return self._free == 0
 
     @property
+    def spare(self) -> bool:
+        """A slot is free for optional work (a live partial transcript): one beyond the
+        slot kept from batch steps while they run, so that the turn's final still finds
+        one; and nobody waits for it."""
+        kept = self._kept if self._batch_held else 0
+        return self._free > kept and self.idle_line
+
+    @property
     def idle_line(self) -> bool:
         """Nobody waits for a slot that could be handed one."""
         return not any(line for priority, line in self._lines.items() if self._may_take(priority))
 
     def _may_take(self, priority: Priority) -> bool:
-        return priority is not Priority.BATCH or self._batch_held < self._batch_limit
+        if priority is Priority.BATCH:
+            return self._free - 1 >= self._kept
+        return self._free > 0
 
     def take_free(self, priority: Priority) -> bool:
         """Take a slot if one is free and nobody waits for it."""
-        if self._free > 0 and self.idle_line and self._may_take(priority):
-            self._free -= 1
-            self._batch_held += priority is Priority.BATCH
+        if self.idle_line and self._may_take(priority):
+            self._take(priority)
             return True
         return False
+
+    def _take(self, priority: Priority) -> None:
+        self._free -= 1
+        self._batch_held += priority is Priority.BATCH
 
     async def acquire(self, priority: Priority, *, unless: asyncio.Event | None = None) -> None:
         """Take a slot; raise `ClientClosedRequest` instead if `unless` is set first."""
@@ -531,16 +545,17 @@ class _Slots:
                 watcher.cancel()
 
     def release(self, *, batch: bool) -> None:
-        """Give back a slot (one a batch step held, if `batch`)."""
+        """Give back a slot (one a batch step held, if `batch`), to the most urgent step
+        waiting that may take it."""
+        self._free += 1
         self._batch_held -= batch
         for priority, line in self._lines.items():  # most urgent first
             while line and self._may_take(priority):
                 waiter = line.popleft()
                 if not waiter.done():
                     waiter.set_result(None)
-                    self._batch_held += priority is Priority.BATCH
+                    self._take(priority)
                     return
-        self._free += 1
 
 
 def _set_when(event: asyncio.Event, waiter: asyncio.Future[None]) -> asyncio.Task[None]:
