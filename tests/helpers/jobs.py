@@ -32,6 +32,12 @@ def conversation(rounds: int = 1) -> npt.NDArray[np.float32]:
     return np.concatenate(parts * rounds)
 
 
+def one_recording() -> npt.NDArray[np.float32]:
+    """The first recording (7 s, one speaker) and a pause: a job of one piece."""
+    gap = np.zeros(round(GAP_SECONDS * RATE), dtype=np.float32)
+    return np.concatenate([recordings()[0], gap])
+
+
 def wav_bytes(samples: npt.NDArray[np.float32]) -> bytes:
     """16-bit mono WAV at 16 kHz, which decodes back to the same samples."""
     out = io.BytesIO()

@@ -15,7 +15,7 @@ from sqlalchemy import select, update
 
 from tests.helpers.api import assert_error, usage_units
 from tests.helpers.app import Tenant, Tenants, fresh_database, make_settings
-from tests.helpers.jobs import conversation, settled, submit, wav_bytes
+from tests.helpers.jobs import one_recording, settled, submit, wav_bytes
 from voice_service.core.models import BlobChunk, TranscriptionJob, UnitHold, utcnow
 from voice_service.jobs.retention import sweep
 from voice_service.settings import Settings
@@ -38,8 +38,8 @@ def context_of(app: FastAPI) -> AppContext:
 async def test_results_past_keeping_go_with_their_kept_audio(
     client: httpx.AsyncClient, tenant: Tenant, tenants: Tenants, app: FastAPI
 ) -> None:
-    kept = await submit(client, tenant, wav_bytes(conversation()), keep_audio="true")
-    recent = await submit(client, tenant, wav_bytes(conversation()))
+    kept = await submit(client, tenant, wav_bytes(one_recording()), keep_audio="true")
+    recent = await submit(client, tenant, wav_bytes(one_recording()))
     for job in (kept, recent):
         assert (await settled(client, tenant, job.json()["id"]))["status"] == "completed"
     old = kept.json()["id"]
@@ -72,7 +72,7 @@ async def test_audio_no_job_names_goes_once_an_hour_old(
     context = context_of(app)
     assert context.jobs is not None
     file = tmp_path / "orphan.wav"
-    file.write_bytes(wav_bytes(conversation()))
+    file.write_bytes(wav_bytes(one_recording()))
     await context.blobs.put_file("jobs/job_orphan", file)
     assert await sweep(context, context.jobs.queue) == 0  # younger than the grace
     await tenants.run(
@@ -90,7 +90,7 @@ async def test_a_job_the_queue_gave_up_on_is_failed_and_not_billed(
     assert context.jobs is not None
     await context.jobs.stop()  # nothing runs it
     capped = await tenants.add_key(tenant, monthly_units=10_000)
-    job_id = (await submit(client, capped, wav_bytes(conversation()))).json()["id"]
+    job_id = (await submit(client, capped, wav_bytes(one_recording()))).json()["id"]
     queued = await context.jobs.queue.job(job_id)
     assert queued is not None
     await context.jobs.queue.finish(queued, Status.ABORTED, error="swept")

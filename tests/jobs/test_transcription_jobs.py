@@ -17,12 +17,7 @@ from sqlalchemy import select
 
 from tests.helpers.api import assert_error, usage_units
 from tests.helpers.app import Tenant, Tenants, fresh_database, make_settings, running
-from tests.helpers.jobs import (
-    conversation,
-    settled,
-    submit,
-    wav_bytes,
-)
+from tests.helpers.jobs import conversation, one_recording, settled, submit, wav_bytes
 from voice_service.app import create_app
 from voice_service.audio.pieces import PieceCutter
 from voice_service.audio.vad import RATE
@@ -43,7 +38,7 @@ def settings(tmp_path: Path) -> Iterator[Settings]:
 async def test_a_job_is_the_sync_transcript_of_each_of_its_pieces(
     client: httpx.AsyncClient, tenant: Tenant, tenants: Tenants
 ) -> None:
-    audio = conversation(rounds=2)
+    audio = conversation()
     response = await submit(client, tenant, wav_bytes(audio), language="en")
     assert response.status_code == 202, response.text
     job = response.json()
@@ -90,10 +85,8 @@ async def test_a_job_is_the_sync_transcript_of_each_of_its_pieces(
 async def test_formats_list_and_delete(
     client: httpx.AsyncClient, tenant: Tenant, tenants: Tenants
 ) -> None:
-    first = (await submit(client, tenant, wav_bytes(conversation(rounds=1)))).json()
-    second = (
-        await submit(client, tenant, wav_bytes(conversation(rounds=1)), timestamps="word")
-    ).json()
+    first = (await submit(client, tenant, wav_bytes(one_recording()))).json()
+    second = (await submit(client, tenant, wav_bytes(one_recording()), timestamps="word")).json()
     units = []
     for job in (first, second):
         done = await settled(client, tenant, job["id"])
@@ -147,7 +140,7 @@ async def test_what_is_not_audio_is_refused_at_submission(
         files=[("file", ("a.wav", b"1", "audio/wav")), ("file", ("b.wav", b"2", "audio/wav"))],
     )
     assert_error(two_files, 400, "INVALID_REQUEST")
-    wrong = await submit(client, tenant, wav_bytes(conversation(rounds=1)), timestamps="char")
+    wrong = await submit(client, tenant, wav_bytes(one_recording()), timestamps="char")
     assert_error(wrong, 400, "INVALID_REQUEST")
     assert (await client.get("/transcription-jobs", headers=tenant.headers)).json()["jobs"] == []
     assert await usage_units(tenants, tenant.org_id) == []
@@ -185,7 +178,7 @@ async def test_cancel_bills_nothing_and_frees_the_held_units(
     capped = await tenants.add_key(tenant, monthly_units=10_000)
     # No worker takes it: the job waits, queued.
     await app.state.context.jobs.stop()
-    job = (await submit(client, capped, wav_bytes(conversation(rounds=1)))).json()
+    job = (await submit(client, capped, wav_bytes(one_recording()))).json()
     holds = await tenants.run(lambda s: s.scalars(select(UnitHold)))
     assert [h.units for h in holds] == [-(-int(job["duration_seconds"] * 1000) // 1000)]
     cancelled = await client.delete(f"/transcription-jobs/{job['id']}", headers=tenant.headers)
@@ -203,7 +196,7 @@ async def test_a_cap_refuses_a_job_its_units_would_pass(
     client: httpx.AsyncClient, tenant: Tenant, tenants: Tenants
 ) -> None:
     capped = await tenants.add_key(tenant, monthly_units=5)
-    refused = await submit(client, capped, wav_bytes(conversation(rounds=1)))
+    refused = await submit(client, capped, wav_bytes(one_recording()))
     assert_error(refused, 429, "RATE_LIMITED")
     assert (await client.get("/transcription-jobs", headers=tenant.headers)).json()["jobs"] == []
 
@@ -211,7 +204,7 @@ async def test_a_cap_refuses_a_job_its_units_would_pass(
 async def test_an_idempotency_key_answers_the_same_job(
     client: httpx.AsyncClient, tenant: Tenant
 ) -> None:
-    audio = wav_bytes(conversation(rounds=1))
+    audio = wav_bytes(one_recording())
     headers = {"Idempotency-Key": "meeting-2026-11-25"}
     first = await submit(client, tenant, audio, headers=headers)
     again = await submit(client, tenant, audio, headers=headers)
@@ -229,7 +222,7 @@ async def test_a_key_without_the_scope_is_refused(
     from voice_service.core.vocabulary import Scope
 
     tts_only = await tenants.add_key(tenant, scopes=[Scope.TEXT_TO_SPEECH])
-    audio = wav_bytes(conversation(rounds=1))
+    audio = wav_bytes(one_recording())
     assert_error(await submit(client, tts_only, audio), 403, "SERVICE_DISABLED")
     asr_only = await tenants.add_key(tenant, scopes=[Scope.ASR])
     assert_error(await submit(client, asr_only, audio), 403, "SERVICE_DISABLED")
