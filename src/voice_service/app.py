@@ -19,6 +19,7 @@ from voice_service.api.transcription_jobs import PATH as JOBS_PATH
 from voice_service.api.transcription_jobs import router as jobs_router
 from voice_service.api.usage import router as usage_router
 from voice_service.api.voices import router as voices_router
+from voice_service.api.webhooks import router as webhooks_router
 from voice_service.audio.vad import load_vad
 from voice_service.books.idempotency.expiry import expire_forever
 from voice_service.books.ledger import Books
@@ -69,6 +70,7 @@ from voice_service.web.middleware import (
 from voice_service.web.openapi import install_openapi
 from voice_service.web.server import STATE_KEY, ConnectionPolicy
 from voice_service.web.uploads import MULTIPART_OVERHEAD_BYTES
+from voice_service.webhooks.worker import DeliveryWorkers
 
 API_PREFIX = "/api/v1"
 # Entries a process keeps (least recently used go first): a principal is a few hundred
@@ -144,7 +146,8 @@ def _context(settings: Settings, pepper: bytes) -> AppContext:
         providers=Providers.from_settings(settings, metrics),
         books=Books(sessions, log_writer, metrics),
     )
-    context.jobs = JobWorkers(context)
+    context.deliveries = DeliveryWorkers(context)
+    context.jobs = JobWorkers(context, context.deliveries.queue)
     return context
 
 
@@ -184,7 +187,8 @@ async def _lifespan(
     # kept for good.
     gc.collect()
     gc.freeze()
-    assert context.jobs is not None
+    assert context.jobs is not None and context.deliveries is not None
+    context.deliveries.start()
     context.jobs.start()
     # The state reaches the server protocol too (voice_service.web.server): its timeouts
     # and its malformed-request rows go into these books.
@@ -200,6 +204,7 @@ async def _lifespan(
     finally:
         expiry.cancel()
         await context.jobs.stop()
+        await context.deliveries.stop()
         await context.tenancy.stop()
         await context.request_log.stop()
         await context.limiter.close()
@@ -218,6 +223,7 @@ def _include_routers(app: FastAPI) -> None:
     api.include_router(speech_router)
     api.include_router(transcription_router)
     api.include_router(jobs_router)
+    api.include_router(webhooks_router)
     api.include_router(voices_router)
     api.include_router(cloning_router)
     api.include_router(usage_router)

@@ -37,6 +37,45 @@ def _sample_store_url(value: str | None) -> str | None:
     return value
 
 
+def parse_hosts(value: str) -> frozenset[tuple[str, int | None]]:
+    """`host` or `host:port` entries, comma-separated (`[::1]:8080` for IPv6), as
+    (lower-cased host, port or None); raises ValueError naming a bad entry."""
+    hosts = set()
+    for entry in (part.strip() for part in value.split(",")):
+        if not entry:
+            continue
+        parsed = urlsplit(f"//{entry}")
+        try:
+            port = parsed.port
+        except ValueError:
+            raise ValueError(f"{entry!r}: not host or host:port") from None
+        if not parsed.hostname or parsed.path or parsed.username or parsed.query:
+            raise ValueError(f"{entry!r}: not host or host:port")
+        hosts.add((parsed.hostname.lower(), port))
+    return frozenset(hosts)
+
+
+def parse_schedule(value: str) -> tuple[int, ...]:
+    """Whole seconds, comma-separated, each at least 1."""
+    try:
+        seconds = tuple(int(part) for part in value.split(",") if part.strip())
+    except ValueError:
+        raise ValueError(f"{value!r}: whole seconds, comma-separated") from None
+    if not seconds or min(seconds) < 1:
+        raise ValueError(f"{value!r}: whole seconds, comma-separated, each at least 1")
+    return seconds
+
+
+def _schedule(value: str) -> str:
+    parse_schedule(value)
+    return value
+
+
+def _host_list(value: str) -> str:
+    parse_hosts(value)
+    return value
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="VOICE_SERVICE_", env_file=".env", extra="ignore")
 
@@ -134,11 +173,28 @@ class Settings(BaseSettings):
     max_upload_bytes: int = Field(
         25 * 1024 * 1024, ge=1, description="Largest audio file accepted (25 MiB)."
     )
+    outbound_allowed_hosts: Annotated[str, AfterValidator(_host_list)] = Field(
+        "",
+        description="Hosts the service may reach although they are private, loopback or "
+        "link-local (host or host:port, comma-separated), and over http: webhook receivers "
+        "and audio URLs inside your network. Others must be public https.",
+    )
+    webhook_retry_seconds: Annotated[str, AfterValidator(_schedule)] = Field(
+        "5,300,1800,7200,18000,36000,36000",
+        description="Waits before each retry of a webhook delivery that failed (a non-2xx "
+        "answer, or none within 15 s), comma-separated: by default 8 attempts over 27 h.",
+    )
     job_max_upload_bytes: int = Field(
         1024**3, ge=1, description="Largest audio file a transcription job accepts (1 GiB)."
     )
     job_max_audio_seconds: float = Field(
         14_400.0, gt=0, description="Longest decoded audio a transcription job accepts (4 h)."
+    )
+    job_fetch_timeout_seconds: float = Field(
+        600.0,
+        gt=0,
+        description="Longest a transcription job's audio may take to download from the URL "
+        "it names; then 400.",
     )
     job_workers: int = Field(
         1,
@@ -276,6 +332,14 @@ class Settings(BaseSettings):
     @property
     def stt_engine_names(self) -> tuple[str, ...]:
         return tuple(name for name in self.stt_engines.split(",") if name)
+
+    @property
+    def webhook_retries(self) -> tuple[int, ...]:
+        return parse_schedule(self.webhook_retry_seconds)
+
+    @property
+    def outbound_allowed(self) -> frozenset[tuple[str, int | None]]:
+        return parse_hosts(self.outbound_allowed_hosts)
 
     @property
     def key_rate_limit_ceiling(self) -> int:

@@ -32,6 +32,17 @@ def conversation(rounds: int = 1) -> npt.NDArray[np.float32]:
     return np.concatenate(parts * rounds)
 
 
+def spread(minutes: float) -> npt.NDArray[np.float32]:
+    """A recording `minutes` long: the recordings at even intervals, silence between (a
+    long meeting's shape, at the cost of transcribing its speech only)."""
+    audio = np.zeros(round(minutes * 60 * RATE), dtype=np.float32)
+    every = audio.size // len(recordings())
+    for index, recording in enumerate(recordings()):
+        start = index * every + every // 3
+        audio[start : start + recording.size] = recording
+    return audio
+
+
 def one_recording() -> npt.NDArray[np.float32]:
     """The first recording (7 s, one speaker) and a pause: a job of one piece."""
     gap = np.zeros(round(GAP_SECONDS * RATE), dtype=np.float32)

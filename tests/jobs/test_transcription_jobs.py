@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import numpy as np
+import numpy.typing as npt
 import pytest
 from bench.wer import words
 from sqlalchemy import select
@@ -38,7 +39,14 @@ def settings(tmp_path: Path) -> Iterator[Settings]:
 async def test_a_job_is_the_sync_transcript_of_each_of_its_pieces(
     client: httpx.AsyncClient, tenant: Tenant, tenants: Tenants
 ) -> None:
-    audio = conversation()
+    await transcribed_as_its_pieces(client, tenant, tenants, conversation())
+
+
+async def transcribed_as_its_pieces(
+    client: httpx.AsyncClient, tenant: Tenant, tenants: Tenants, audio: npt.NDArray[np.float32]
+) -> None:
+    """The job's transcript of `audio` is the sync transcript of each of its pieces, and it
+    is billed once, under its POST, whose log row names it."""
     response = await submit(client, tenant, wav_bytes(audio), language="en")
     assert response.status_code == 202, response.text
     job = response.json()

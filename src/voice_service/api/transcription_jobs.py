@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import os
+import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
+import httpx
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from fastapi import Path as PathParam
+from pydantic import BaseModel, Field
 
 from voice_service.audio.formats import NATIVE_AUDIO
+from voice_service.books.idempotency.fingerprint import fingerprint
 from voice_service.books.idempotency.keys import HEADER as IDEMPOTENCY_HEADER
+from voice_service.books.ledger import Ledger
 from voice_service.core.errors import InvalidRequest, NotFound, PayloadTooLarge
 from voice_service.core.models import TranscriptionJob
 from voice_service.core.vocabulary import Scope, Service, UsageEndpoint, megabytes
@@ -16,15 +29,35 @@ from voice_service.jobs import repository
 from voice_service.jobs.schemas import EXAMPLE_JOB_ID, TranscriptionJobList, TranscriptionJobOut
 from voice_service.jobs.service import JobOptions, cancel_or_delete, submit_job
 from voice_service.jobs.worker import JobWorkers
+from voice_service.kit.outbound import FetchFailed, OutboundPolicy, OutboundRefused, fetch_to_file
 from voice_service.tenancy.principal import Principal
 from voice_service.transcription.captions import srt, vtt
 from voice_service.transcription.service import known_languages, parse_language
+from voice_service.web.context import AppContext
 from voice_service.web.deps import Authenticated, Context, RequestLedger, check_scope
 from voice_service.web.idempotency import claim_idempotency_key, request_target
-from voice_service.web.schemas import error_responses, multipart_request_body
+from voice_service.web.schemas import error_responses, multipart_request_body, parse_json_body
 from voice_service.web.uploads import receive_large_upload
 
 router = APIRouter(tags=["transcription jobs"])
+
+MAX_JSON_BYTES = 16 * 1024
+
+
+class JobFromUrl(BaseModel):
+    """A job's audio by URL, and its options (as the multipart form's fields)."""
+
+    url: str = Field(
+        max_length=2048,
+        description="An https URL of the audio, fetched at once: a public address (unless the "
+        "operator allows the host), same-host redirects only, within the job limits.",
+        examples=["https://example.com/meetings/2026-11-25.mp3"],
+    )
+    language: str | None = Field(None, max_length=16, examples=["en"])
+    timestamps: Literal["segment", "word"] | None = None
+    keep_audio: bool = False
+    billed_as: Literal["speech-to-text", "asr"] | None = None
+
 
 PATH = "/transcription-jobs"
 _ENDPOINTS = {
@@ -65,7 +98,16 @@ _BODY = multipart_request_body(
     },
     required=["file"],
 )
-JobId = Annotated[str, Path(openapi_examples={"a job": {"value": EXAMPLE_JOB_ID}})]
+# The other way to name the audio: a URL, in a JSON body.
+_BODY["requestBody"]["content"]["application/json"] = {
+    "schema": JobFromUrl.model_json_schema(),
+    "examples": {
+        "a meeting": {
+            "value": {"url": "https://example.com/meetings/2026-11-25.mp3", "language": "en"}
+        }
+    },
+}
+JobId = Annotated[str, PathParam(openapi_examples={"a job": {"value": EXAMPLE_JOB_ID}})]
 
 
 async def _jobs_reader(principal: Authenticated) -> Principal:
@@ -105,32 +147,111 @@ async def submit(
         ),
     ] = None,
 ) -> TranscriptionJobOut:
-    async with receive_large_upload(
-        request, request_target(request), context.uploads_dir
-    ) as upload:
-        limit = context.settings.job_max_upload_bytes
-        if upload.size > limit:
-            raise PayloadTooLarge(f"file: the file exceeds the {megabytes(limit)} limit.")
-        fields = upload.fields
-        billed_as = fields.get("billed_as", UsageEndpoint.SPEECH_TO_TEXT.value)
-        if billed_as not in _ENDPOINTS:
-            raise InvalidRequest(f"billed_as: one of {', '.join(_ENDPOINTS)}.", param="billed_as")
-        check_scope(principal, *_ENDPOINTS[billed_as])
-        options = JobOptions(
-            language=parse_language(fields.get("language"), known_languages(context)),
-            word_timestamps=_timestamps(fields.get("timestamps")),
-            keep_audio=_flag(fields.get("keep_audio"), "keep_audio"),
-            endpoint=UsageEndpoint(billed_as),
-        )
-        if idempotency_key is not None:
-            await claim_idempotency_key(
-                request, context, ledger, principal, idempotency_key, upload.fingerprint
-            )
-        job = await submit_job(
-            context, _workers(context).queue, ledger, upload.path, upload.size, options
-        )
+    claim = _Claim(request, context, ledger, principal, idempotency_key)
+    if request.headers.get("content-type", "").lower().startswith("application/json"):
+        body = await _small_body(request)
+        fields = _url_fields(body)
+        options = _options(context, principal, fields)
+        await claim.run(fingerprint("POST", request_target(request), "application/json", body))
+        async with _fetched(context, fields["url"]) as (path, size):
+            job = await submit_job(context, _workers(context).queue, ledger, path, size, options)
+    else:
+        async with receive_large_upload(
+            request, request_target(request), context.uploads_dir
+        ) as upload:
+            limit = context.settings.job_max_upload_bytes
+            if upload.size > limit:
+                raise PayloadTooLarge(f"file: the file exceeds the {megabytes(limit)} limit.")
+            options = _options(context, principal, upload.fields)
+            await claim.run(upload.fingerprint)
+            queue = _workers(context).queue
+            job = await submit_job(context, queue, ledger, upload.path, upload.size, options)
     response.headers["Location"] = f"{request.url.path}/{job.id}"
     return TranscriptionJobOut.of(job)
+
+
+@dataclass(frozen=True, slots=True)
+class _Claim:
+    """The request's Idempotency-Key, claimed once its fingerprint is known."""
+
+    request: Request
+    context: AppContext
+    ledger: Ledger
+    principal: Principal
+    key: str | None
+
+    async def run(self, digest: str) -> None:
+        if self.key is not None:
+            await claim_idempotency_key(
+                self.request, self.context, self.ledger, self.principal, self.key, digest
+            )
+
+
+def _options(context: AppContext, principal: Principal, fields: dict[str, str]) -> JobOptions:
+    billed_as = fields.get("billed_as", UsageEndpoint.SPEECH_TO_TEXT.value)
+    if billed_as not in _ENDPOINTS:
+        raise InvalidRequest(f"billed_as: one of {', '.join(_ENDPOINTS)}.", param="billed_as")
+    check_scope(principal, *_ENDPOINTS[billed_as])
+    return JobOptions(
+        language=parse_language(fields.get("language"), known_languages(context)),
+        word_timestamps=_timestamps(fields.get("timestamps")),
+        keep_audio=_flag(fields.get("keep_audio"), "keep_audio"),
+        endpoint=UsageEndpoint(billed_as),
+    )
+
+
+async def _small_body(request: Request) -> bytes:
+    """A JSON body: a URL and options, never large."""
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_JSON_BYTES:
+            raise PayloadTooLarge(f"A JSON body is at most {MAX_JSON_BYTES} bytes.")
+    return bytes(body)
+
+
+def _url_fields(body: bytes) -> dict[str, str]:
+    """The JSON body's fields as the multipart form would give them."""
+    given = parse_json_body(body, JobFromUrl)
+    fields = {"url": given.url}
+    for name in ("language", "timestamps", "billed_as"):
+        value = getattr(given, name)
+        if value is not None:
+            fields[name] = value
+    fields["keep_audio"] = "true" if given.keep_audio else "false"
+    return fields
+
+
+@asynccontextmanager
+async def _fetched(context: AppContext, url: str) -> AsyncIterator[tuple[Path, int]]:
+    """The file at `url` in this process's directory, within the job limits and the fetch
+    timeout; removed on exit."""
+    settings = context.settings
+    handle, name = tempfile.mkstemp(dir=context.uploads_dir, prefix="fetch-")
+    path = Path(name)
+    policy = OutboundPolicy(settings.outbound_allowed)
+    try:
+        with os.fdopen(handle, "wb") as file:
+            async with httpx.AsyncClient(follow_redirects=False, timeout=30) as client:
+                try:
+                    async with asyncio.timeout(settings.job_fetch_timeout_seconds):
+                        size = await fetch_to_file(
+                            policy, client, url, file, settings.job_max_upload_bytes
+                        )
+                except OutboundRefused as exc:
+                    raise InvalidRequest(f"url: {exc}.", param="url") from None
+                except FetchFailed as exc:
+                    limit = megabytes(settings.job_max_upload_bytes)
+                    if exc.too_large:
+                        raise PayloadTooLarge(f"url: the file exceeds the {limit} limit.") from None
+                    raise InvalidRequest(f"url: {exc}.", param="url") from None
+                except (TimeoutError, httpx.HTTPError) as exc:
+                    reason = "took too long" if isinstance(exc, TimeoutError) else "failed"
+                    raise InvalidRequest(f"url: the download {reason}.", param="url") from None
+        yield path, size
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
 
 
 def _timestamps(value: str | None) -> bool:

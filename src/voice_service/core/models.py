@@ -375,3 +375,52 @@ class TranscriptionJob(Base):
     @property
     def duration_fraction(self) -> Fraction:
         return Fraction(self.duration)
+
+
+class Webhook(Base):
+    """Where an organization wants to hear of its events (webhooks/): a URL, the events,
+    and the secret deliveries are signed with (Standard Webhooks, `whsec_...`)."""
+
+    __tablename__ = "webhooks"
+    __table_args__ = (Index("ix_webhooks_org", "org_id"),)
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    org_id: Mapped[str] = mapped_column(ForeignKey("organizations.id"))
+    url: Mapped[str] = mapped_column(String(2048))
+    events: Mapped[list[str]] = mapped_column(JSON)
+    secret: Mapped[str] = mapped_column(String(100))
+    description: Mapped[str | None] = mapped_column(String(200))
+    enabled: Mapped[bool] = mapped_column(default=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class WebhookDelivery(Base):
+    """One event for one webhook: its id is the `webhook-id` every attempt carries."""
+
+    __tablename__ = "webhook_deliveries"
+    __table_args__ = (Index("ix_webhook_deliveries_hook_created", "webhook_id", "created_at"),)
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    webhook_id: Mapped[str] = mapped_column(ForeignKey("webhooks.id", ondelete="CASCADE"))
+    org_id: Mapped[str] = mapped_column(ForeignKey("organizations.id"))
+    event: Mapped[str] = mapped_column(String(60))
+    payload: Mapped[str] = mapped_column(Text)  # the JSON body, signed as sent
+    status: Mapped[str] = mapped_column(String(16))  # pending, delivered, failed
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    delivered_at: Mapped[datetime | None]
+
+
+class WebhookAttempt(Base):
+    """One try of a delivery: when, how long, and what the receiver answered."""
+
+    __tablename__ = "webhook_attempts"
+
+    delivery_id: Mapped[str] = mapped_column(
+        ForeignKey("webhook_deliveries.id", ondelete="CASCADE"), primary_key=True
+    )
+    number: Mapped[int] = mapped_column(Integer, primary_key=True)
+    at: Mapped[datetime] = mapped_column(default=utcnow)
+    status_code: Mapped[int | None] = mapped_column(Integer)  # None: no answer
+    latency_ms: Mapped[int] = mapped_column(Integer)
+    error: Mapped[str | None] = mapped_column(String(300))

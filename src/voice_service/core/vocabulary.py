@@ -26,6 +26,7 @@ class Scope(StrEnum):
     VOICES_READ = "voices:read"
     VOICES_WRITE = "voices:write"  # cloning and deleting clones
     USAGE_READ = "usage:read"  # /usage and /requests
+    WEBHOOKS = "webhooks"  # registering webhooks and reading their deliveries
 
 
 class UsageEndpoint(StrEnum):
@@ -64,3 +65,10 @@ class JobStatus(StrEnum):
     @property
     def ended(self) -> bool:
         return self in (JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED)
+
+
+class WebhookEvent(StrEnum):
+    """What a webhook may be told of."""
+
+    TRANSCRIPTION_COMPLETED = "transcription.completed"
+    TRANSCRIPTION_FAILED = "transcription.failed"

@@ -14,7 +14,8 @@ from saq.job import Status
 
 from voice_service.core.errors import InternalError
 from voice_service.jobs import repository
-from voice_service.jobs.service import AUDIO_PREFIX, audio_let_go
+from voice_service.jobs.runner import fail_job
+from voice_service.jobs.service import AUDIO_PREFIX
 from voice_service.kit.db import transaction
 from voice_service.kit.job_queue import SqlQueue
 from voice_service.runtime import Runtime
@@ -27,7 +28,7 @@ ORPHAN_GRACE = timedelta(hours=1)
 _GIVEN_UP = (Status.ABORTED, Status.FAILED, Status.COMPLETE)
 
 
-async def sweep(runtime: Runtime, queue: SqlQueue) -> int:
+async def sweep(runtime: Runtime, queue: SqlQueue, webhooks: SqlQueue) -> int:
     """One pass; returns how many jobs and files it removed or settled."""
     now = runtime.books.clock()
     done = 0
@@ -53,24 +54,15 @@ async def sweep(runtime: Runtime, queue: SqlQueue) -> int:
     for job in under_way:
         queued = await queue.job(job.id)
         if queued is None or queued.status in _GIVEN_UP:
-            async with transaction(runtime.sessions) as session:
-                failed = await repository.fail(
-                    session,
-                    job,
-                    InternalError.code,
-                    "The job was interrupted; submit it again.",
-                    now,
-                )
-            if failed:
-                await audio_let_go(runtime, job)
-                done += 1
+            message = "The job was interrupted too often; submit it again."
+            done += await fail_job(runtime, webhooks, job, InternalError.code, message)
     return done
 
 
-async def sweep_forever(runtime: Runtime, queue: SqlQueue) -> None:
+async def sweep_forever(runtime: Runtime, queue: SqlQueue, webhooks: SqlQueue) -> None:
     while True:
         try:
-            removed = await sweep(runtime, queue)
+            removed = await sweep(runtime, queue, webhooks)
             if removed:
                 logger.info("job sweep removed or settled %d", removed)
         except Exception as exc:  # the database away: the next pass tries again

@@ -30,7 +30,7 @@ from voice_service.audio.vad import RATE
 from voice_service.books.usage.charge import Charge
 from voice_service.core.errors import ApiError, InternalError, InvalidRequest, ProviderError
 from voice_service.core.models import TranscriptionJob
-from voice_service.core.vocabulary import Capability, JobStatus
+from voice_service.core.vocabulary import Capability, JobStatus, WebhookEvent
 from voice_service.engines.catalog import DECODER
 from voice_service.engines.deadline import InferenceBudget
 from voice_service.engines.protocols import (
@@ -45,8 +45,10 @@ from voice_service.inference.providers.provider import Provider
 from voice_service.inference.providers.wire import AudioFile
 from voice_service.inference.resolver import LocalTranscriber, transcriber_for
 from voice_service.jobs import repository
+from voice_service.jobs.events import announce
 from voice_service.jobs.service import audio_let_go
 from voice_service.kit.db import transaction
+from voice_service.kit.job_queue import SqlQueue
 from voice_service.runtime import Runtime
 from voice_service.transcription.service import billed_seconds
 
@@ -73,10 +75,11 @@ class _Transcript:
     duration: Fraction = Fraction(0)
 
 
-async def run_job(runtime: Runtime, job_id: str, *, last_attempt: bool) -> None:
-    """Run the job to its end. A failure of the audio or the engine fails it at once;
-    anything else (a store or database outage) is raised for the queue to retry, and fails
-    the job only on its `last_attempt`."""
+async def run_job(runtime: Runtime, webhooks: SqlQueue, job_id: str, *, last_attempt: bool) -> None:
+    """Run the job to its end, and tell its webhooks (through the `webhooks` queue). A
+    failure of the audio or the engine fails it at once; anything else (a store or database
+    outage) is raised for the queue to retry, and fails the job only on its
+    `last_attempt`."""
     clock = runtime.books.clock
     async with transaction(runtime.sessions) as session:
         if not await repository.start(session, job_id, clock()):
@@ -88,14 +91,15 @@ async def run_job(runtime: Runtime, job_id: str, *, last_attempt: bool) -> None:
     except _Cancelled:
         return
     except JobFailed as failure:
-        await _fail(runtime, job, failure.code, failure.message)
+        await fail_job(runtime, webhooks, job, failure.code, failure.message)
         return
     except Exception as exc:
         if last_attempt:
             logger.error("transcription job %s failed: %r", job_id, exc)
-            await _fail(runtime, job, InternalError.code, "The job failed; submit it again.")
+            message = "The job failed; submit it again."
+            await fail_job(runtime, webhooks, job, InternalError.code, message)
         raise
-    await _complete(runtime, job, transcript)
+    await _complete(runtime, webhooks, job, transcript)
 
 
 async def _transcribed(runtime: Runtime, job: TranscriptionJob) -> _Transcript:
@@ -236,23 +240,38 @@ async def _progressed(runtime: Runtime, job_id: str, done_seconds: float) -> Non
         raise _Cancelled()
 
 
-async def _complete(runtime: Runtime, job: TranscriptionJob, transcript: _Transcript) -> None:
+async def _complete(
+    runtime: Runtime, webhooks: SqlQueue, job: TranscriptionJob, transcript: _Transcript
+) -> None:
     charge = Charge(job.endpoint, billed_seconds(transcript.duration))
     result = transcript_json(transcript.language, transcript.segments, job.word_timestamps)
+    now = runtime.books.clock()
     async with transaction(runtime.sessions) as session:
-        billed = await repository.complete(
-            session, job, result, transcript.language, charge, runtime.books.clock()
-        )
+        billed = await repository.complete(session, job, result, transcript.language, charge, now)
+        if billed:
+            event = WebhookEvent.TRANSCRIPTION_COMPLETED
+            await announce(session, webhooks, job, event, now, units=charge.units)
     if billed:
         runtime.metrics.count_usage(charge.endpoint, charge.units, job.org_id)
         await audio_let_go(runtime, job)
 
 
-async def _fail(runtime: Runtime, job: TranscriptionJob, code: str, message: str) -> None:
+async def fail_job(
+    runtime: Runtime, webhooks: SqlQueue, job: TranscriptionJob, code: str, message: str
+) -> bool:
+    """Settle a job under way as failed, billed nothing, and tell its webhooks; False if
+    it had ended already."""
+    now = runtime.books.clock()
     async with transaction(runtime.sessions) as session:
-        failed = await repository.fail(session, job, code, message, runtime.books.clock())
+        failed = await repository.fail(session, job, code, message, now)
+        if failed:
+            error = {"code": code, "message": message}
+            await announce(
+                session, webhooks, job, WebhookEvent.TRANSCRIPTION_FAILED, now, error=error
+            )
     if failed:
         await audio_let_go(runtime, job)
+    return failed
 
 
 def transcript_json(

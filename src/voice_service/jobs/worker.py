@@ -12,41 +12,38 @@ import os
 import socket
 import uuid
 
-from saq import Worker
 from saq.job import Job as QueuedJob
 from saq.types import Context, PartialTimersDict
 
 from voice_service.jobs.retention import sweep_forever
 from voice_service.jobs.runner import run_job
 from voice_service.jobs.service import QUEUE_NAME, RUN
-from voice_service.kit.job_queue import SqlQueue
+from voice_service.kit.job_queue import InAppWorker, SqlQueue
 from voice_service.runtime import Runtime
 
 logger = logging.getLogger(__name__)
 
 
-class _Worker(Worker[Context]):
-    SIGNALS = []  # noqa: RUF012 (SAQ's class attribute): the app owns the process's signals
-
-
 class JobWorkers:
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: Runtime, webhooks: SqlQueue) -> None:
+        """`webhooks`: the queue jobs' events are delivered from."""
         self.queue = SqlQueue(runtime.sessions, QUEUE_NAME)
+        self.webhooks = webhooks
         self._runtime = runtime
-        self._worker: _Worker | None = None
+        self._worker: InAppWorker | None = None
         self._task: asyncio.Task[None] | None = None
         self._sweeping: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         settings = self._runtime.settings
         self._sweeping = asyncio.create_task(
-            sweep_forever(self._runtime, self.queue), name="job-sweep"
+            sweep_forever(self._runtime, self.queue, self.webhooks), name="job-sweep"
         )
         if settings.job_workers == 0:
             return
         # Twice a lease, the queue looks for jobs whose worker stopped reporting.
         sweep = max(1, settings.job_lease_seconds // 2)
-        self._worker = _Worker(
+        self._worker = InAppWorker(
             self.queue,
             functions=[(RUN, self._run)],
             id=f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}",
@@ -71,7 +68,8 @@ class JobWorkers:
         assert queued is not None
         beating = asyncio.create_task(self._heartbeat(queued), name=f"heartbeat-{job_id}")
         try:
-            await run_job(self._runtime, job_id, last_attempt=queued.attempts >= queued.retries)
+            last_attempt = queued.attempts >= queued.retries
+            await run_job(self._runtime, self.webhooks, job_id, last_attempt=last_attempt)
         finally:
             beating.cancel()
 

@@ -17,9 +17,10 @@ import logging
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from typing import Any, cast
 
+from saq import Worker
 from saq.job import Job, Status
 from saq.queue import Queue
-from saq.types import CountKind, QueueInfo, WorkerInfo, WorkerStats
+from saq.types import Context, CountKind, QueueInfo, WorkerInfo, WorkerStats
 from saq.utils import now, now_seconds
 from sqlalchemy import ColumnElement, delete, func, select, update
 from sqlalchemy.exc import InterfaceError, OperationalError
@@ -37,6 +38,12 @@ _OUTAGES = (OSError, TimeoutError, OperationalError, InterfaceError, PoolTimeout
 # Statuses as stored: SAQ's words.
 _TERMINAL = (Status.ABORTED.value, Status.COMPLETE.value, Status.FAILED.value)
 _RUNNING = (Status.ACTIVE.value, Status.ABORTING.value)
+
+
+class InAppWorker(Worker[Context]):
+    """SAQ's worker, run inside the app: the app owns the process's signals."""
+
+    SIGNALS = []  # noqa: RUF012 (SAQ's class attribute)
 
 
 class _Outage:

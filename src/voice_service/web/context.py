@@ -15,6 +15,7 @@ from voice_service.tenancy.keys import SecretHasher
 from voice_service.tenancy.password_checks import PasswordChecks
 from voice_service.tenancy.principal import Principal
 from voice_service.voices.listing import VoiceListing
+from voice_service.webhooks.worker import DeliveryWorkers
 
 
 @dataclass(slots=True, kw_only=True)
@@ -31,5 +32,7 @@ class AppContext(Runtime):
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
     # Set by the lifespan once the catalogue is synced.
     voice_listing: VoiceListing | None = None
-    # The transcription jobs' queue, and this process's worker on it (set with the app).
+    # The transcription jobs' and webhook deliveries' queues, and this process's workers
+    # on them (set with the app).
     jobs: JobWorkers | None = None
+    deliveries: DeliveryWorkers | None = None

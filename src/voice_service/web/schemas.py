@@ -173,7 +173,11 @@ def multipart_request_body(
 
 
 async def parse_json(request: Request, model: type[M]) -> M:
-    body = await request.body()
+    return parse_json_body(await request.body(), model)
+
+
+def parse_json_body(body: bytes, model: type[M]) -> M:
+    """`body` as `model`, or the INVALID_REQUEST that says what is wrong with it."""
     try:
         return model.model_validate_json(body)
     except ValidationError as exc:

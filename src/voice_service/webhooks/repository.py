@@ -1,0 +1,113 @@
+"""The rows of webhooks, their deliveries and each delivery's attempts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from voice_service.core.models import Webhook, WebhookAttempt, WebhookDelivery
+
+PENDING, DELIVERED, FAILED = "pending", "delivered", "failed"
+
+
+async def find_webhook(session: AsyncSession, org_id: str, webhook_id: str) -> Webhook | None:
+    """The organization's webhook; None for another's as for one that does not exist."""
+    return await session.scalar(
+        select(Webhook).where(Webhook.id == webhook_id, Webhook.org_id == org_id)
+    )
+
+
+async def list_webhooks(session: AsyncSession, org_id: str) -> Sequence[Webhook]:
+    return list(
+        await session.scalars(
+            select(Webhook).where(Webhook.org_id == org_id).order_by(Webhook.created_at, Webhook.id)
+        )
+    )
+
+
+async def listening(session: AsyncSession, org_id: str, event: str) -> Sequence[Webhook]:
+    """The organization's enabled webhooks that want `event`."""
+    hooks = await session.scalars(
+        select(Webhook).where(Webhook.org_id == org_id, Webhook.enabled.is_(True))
+    )
+    return [hook for hook in hooks if event in hook.events]
+
+
+async def delete_webhook(session: AsyncSession, webhook_id: str) -> None:
+    deliveries = select(WebhookDelivery.id).where(WebhookDelivery.webhook_id == webhook_id)
+    await session.execute(delete(WebhookAttempt).where(WebhookAttempt.delivery_id.in_(deliveries)))
+    await session.execute(delete(WebhookDelivery).where(WebhookDelivery.webhook_id == webhook_id))
+    await session.execute(delete(Webhook).where(Webhook.id == webhook_id))
+
+
+async def recent_deliveries(
+    session: AsyncSession, webhook_id: str, limit: int
+) -> Sequence[tuple[WebhookDelivery, Sequence[WebhookAttempt]]]:
+    """The webhook's newest deliveries, each with its attempts in order."""
+    deliveries = list(
+        await session.scalars(
+            select(WebhookDelivery)
+            .where(WebhookDelivery.webhook_id == webhook_id)
+            .order_by(WebhookDelivery.created_at.desc(), WebhookDelivery.id.desc())
+            .limit(limit)
+        )
+    )
+    attempts = await session.scalars(
+        select(WebhookAttempt)
+        .where(WebhookAttempt.delivery_id.in_([d.id for d in deliveries]))
+        .order_by(WebhookAttempt.number)
+    )
+    by_delivery: dict[str, list[WebhookAttempt]] = {d.id: [] for d in deliveries}
+    for attempt in attempts:
+        by_delivery[attempt.delivery_id].append(attempt)
+    return [(d, by_delivery[d.id]) for d in deliveries]
+
+
+async def find_delivery(
+    session: AsyncSession, org_id: str, delivery_id: str
+) -> WebhookDelivery | None:
+    return await session.scalar(
+        select(WebhookDelivery).where(
+            WebhookDelivery.id == delivery_id, WebhookDelivery.org_id == org_id
+        )
+    )
+
+
+async def attempted(
+    session: AsyncSession,
+    delivery: WebhookDelivery,
+    status_code: int | None,
+    latency_ms: int,
+    error: str | None,
+    now: datetime,
+    *,
+    delivered: bool,
+    last: bool,
+) -> int:
+    """Record an attempt; the delivery is delivered, failed (its `last` attempt), or still
+    pending. Returns the attempt's number."""
+    number = delivery.attempts + 1
+    session.add(
+        WebhookAttempt(
+            delivery_id=delivery.id,
+            number=number,
+            at=now,
+            status_code=status_code,
+            latency_ms=latency_ms,
+            error=error,
+        )
+    )
+    status = DELIVERED if delivered else FAILED if last else PENDING
+    await session.execute(
+        update(WebhookDelivery)
+        .where(WebhookDelivery.id == delivery.id)
+        .values(
+            attempts=number,
+            status=status,
+            delivered_at=now if delivered else WebhookDelivery.delivered_at,
+        )
+    )
+    return number

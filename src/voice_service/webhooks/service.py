@@ -1,0 +1,109 @@
+"""Registering webhooks, and telling them of events: `emit` makes one delivery per listening
+webhook, and queues its first attempt, in the transaction of whatever the event is about (a
+job settled), so an event is delivered if and only if it happened, and once."""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets
+from datetime import datetime
+from typing import Any
+
+from saq.job import Job as QueuedJob
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from voice_service.core.ids import new_id
+from voice_service.core.models import Webhook, WebhookDelivery
+from voice_service.kit.job_queue import SqlQueue
+from voice_service.webhooks import repository
+
+QUEUE_NAME = "webhooks"
+DELIVER = "deliver"  # the queue's function name for an attempt
+
+
+def new_secret() -> str:
+    """A Standard Webhooks secret: `whsec_` and 24 random bytes in base64."""
+    return "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
+
+
+def attempt_job(delivery_id: str, retry: int, *, at: float = 0, round_: int = 0) -> QueuedJob:
+    """The queue's entry for one attempt (`retry` 0: the first; `round_` counts
+    redeliveries), keyed so each is queued once."""
+    return QueuedJob(
+        function=DELIVER,
+        kwargs={"delivery_id": delivery_id, "retry": retry},
+        key=f"{delivery_id}:{round_}:{retry}",
+        scheduled=int(at),
+        timeout=60,
+        # A receiver's failure is recorded and the next attempt queued by the attempt
+        # itself; these retries are for ours (the database away while it records).
+        retries=3,
+        retry_delay=5.0,
+        ttl=3600,
+    )
+
+
+def payload(delivery_id: str, event: str, data: dict[str, Any], now: datetime) -> str:
+    """The body every attempt sends: the Standard Webhooks shape (`type`, `timestamp`,
+    `data`) with OpenAI's event fields (`id`, `object`, `created_at`), so either's SDK
+    reads it."""
+    return json.dumps(
+        {
+            "id": delivery_id,
+            "object": "event",
+            "type": event,
+            "created_at": int(now.timestamp()),
+            "timestamp": now.isoformat().replace("+00:00", "Z"),
+            "data": data,
+        },
+        separators=(",", ":"),
+    )
+
+
+async def emit(
+    session: AsyncSession,
+    queue: SqlQueue,
+    org_id: str,
+    event: str,
+    data: dict[str, Any],
+    now: datetime,
+) -> list[str]:
+    """One delivery for each of the organization's webhooks that listens to `event`, and
+    its first attempt queued, in the caller's transaction; their ids."""
+    made = []
+    for hook in await repository.listening(session, org_id, event):
+        delivery_id = new_id("msg")
+        session.add(
+            WebhookDelivery(
+                id=delivery_id,
+                webhook_id=hook.id,
+                org_id=org_id,
+                event=event,
+                payload=payload(delivery_id, event, data, now),
+                status=repository.PENDING,
+                attempts=0,
+                created_at=now,
+            )
+        )
+        await queue.enqueue_in(session, attempt_job(delivery_id, 0))
+        made.append(delivery_id)
+    return made
+
+
+async def redeliver(session: AsyncSession, queue: SqlQueue, delivery: WebhookDelivery) -> None:
+    """Send a delivery again, with its own `webhook-id`, and its retries if it fails."""
+    delivery.status = repository.PENDING
+    await queue.enqueue_in(session, attempt_job(delivery.id, 0, round_=delivery.attempts))
+
+
+def webhook_row(org_id: str, url: str, events: list[str], description: str | None) -> Webhook:
+    return Webhook(
+        id=new_id("wh"),
+        org_id=org_id,
+        url=url,
+        events=events,
+        secret=new_secret(),
+        description=description,
+        enabled=True,
+    )

@@ -1,0 +1,198 @@
+"""Webhooks told of jobs: deliveries signed by the Standard Webhooks scheme (verified with
+the `standardwebhooks` package and with OpenAI's SDK), retried on a failing receiver with
+the same webhook-id, recorded attempt by attempt, and sent again on request; URLs that lead
+inside the network refused unless the operator allows their host."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from openai import OpenAI
+from saq.job import Status
+from standardwebhooks.webhooks import Webhook as Verifier
+
+from tests.helpers.api import assert_error
+from tests.helpers.app import Tenant, Tenants, fresh_database, make_settings
+from tests.helpers.jobs import one_recording, settled, submit, wav_bytes
+from voice_service.jobs.retention import sweep
+from voice_service.settings import Settings
+from voice_service.web.context import AppContext
+
+pytestmark = pytest.mark.anyio
+
+
+@dataclass
+class Receiver:
+    """A webhook receiver on loopback: answers with `statuses` in turn (then 200), and
+    keeps what it was sent."""
+
+    statuses: list[int]
+    received: list[tuple[dict[str, str], bytes]] = field(default_factory=list)
+    port: int = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/hooks/voice"
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    state = Receiver(statuses=[500, 500])
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            state.received.append(({k.lower(): v for k, v in self.headers.items()}, body))
+            status = state.statuses.pop(0) if state.statuses else 200
+            self.send_response(status)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *_args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    state.port = server.server_address[1]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Iterator[Settings]:
+    with fresh_database(tmp_path) as url:
+        yield make_settings(
+            tmp_path, url, outbound_allowed_hosts="127.0.0.1", webhook_retry_seconds="1,1,1"
+        )
+
+
+async def register(
+    client: httpx.AsyncClient, tenant: Tenant, url: str, *events: str
+) -> httpx.Response:
+    return await client.post(
+        "/webhooks",
+        headers=tenant.headers,
+        json={"url": url, "events": list(events or ["transcription.completed"])},
+    )
+
+
+async def received(receiver: Receiver, count: int, seconds: float = 120) -> None:
+    async with asyncio.timeout(seconds):
+        while len(receiver.received) < count:  # noqa: ASYNC110 (another thread's server)
+            await asyncio.sleep(0.1)
+
+
+async def test_a_completed_job_is_delivered_signed_after_two_failures(
+    client: httpx.AsyncClient, tenant: Tenant, receiver: Receiver
+) -> None:
+    made = await register(client, tenant, receiver.url)
+    assert made.status_code == 201, made.text
+    hook = made.json()
+    secret = hook["secret"]
+    assert secret.startswith("whsec_")
+    listed = (await client.get("/webhooks", headers=tenant.headers)).json()["webhooks"]
+    assert [h["id"] for h in listed] == [hook["id"]] and "secret" not in listed[0]
+
+    job = (await submit(client, tenant, wav_bytes(one_recording()))).json()
+    done = await settled(client, tenant, job["id"])
+    assert done["status"] == "completed"
+    await received(receiver, 3)
+    await asyncio.sleep(1.5)  # no fourth attempt comes once one was taken
+    assert len(receiver.received) == 3
+
+    ids = {headers["webhook-id"] for headers, _ in receiver.received}
+    assert len(ids) == 1  # every attempt is the same message
+    headers, body = receiver.received[-1]
+    event = Verifier(secret).verify(body, headers)
+    assert event["type"] == "transcription.completed"
+    assert event["data"]["id"] == job["id"] and event["data"]["units"] == done["units"]
+    unwrapped = OpenAI(api_key="unused", webhook_secret=secret).webhooks.unwrap(body, headers)
+    assert unwrapped.type == "transcription.completed"  # type: ignore[comparison-overlap]
+    with pytest.raises(Exception, match="signature"):
+        Verifier("whsec_" + "A" * 32).verify(body, headers)  # another secret
+
+    deliveries = await client.get(f"/webhooks/{hook['id']}/deliveries", headers=tenant.headers)
+    (delivery,) = deliveries.json()["deliveries"]
+    assert delivery["id"] == ids.pop() and delivery["status"] == "delivered"
+    assert [a["status_code"] for a in delivery["attempts"]] == [500, 500, 200]
+    assert all(a["latency_ms"] >= 0 for a in delivery["attempts"])
+
+    again = await client.post(
+        f"/webhooks/{hook['id']}/deliveries/{delivery['id']}/redeliver", headers=tenant.headers
+    )
+    assert again.status_code == 202, again.text
+    await received(receiver, 4)
+    assert receiver.received[-1][0]["webhook-id"] == delivery["id"]
+    Verifier(secret).verify(receiver.received[-1][1], receiver.received[-1][0])
+
+
+async def test_a_failed_job_is_delivered_to_hooks_that_want_it(
+    client: httpx.AsyncClient, tenant: Tenant, receiver: Receiver, app: FastAPI
+) -> None:
+    receiver.statuses.clear()
+    completed_only = await register(client, tenant, receiver.url + "/completed")
+    failed_too = await register(
+        client, tenant, receiver.url, "transcription.completed", "transcription.failed"
+    )
+    assert completed_only.status_code == failed_too.status_code == 201
+    context: AppContext = app.state.context
+    assert context.jobs is not None
+    await context.jobs.stop()  # nothing runs the job: the queue gives up on it
+    job_id = (await submit(client, tenant, wav_bytes(one_recording()))).json()["id"]
+    queued = await context.jobs.queue.job(job_id)
+    assert queued is not None
+    await context.jobs.queue.finish(queued, Status.ABORTED, error="swept")
+    assert await sweep(context, context.jobs.queue, context.jobs.webhooks) == 1
+    await received(receiver, 1)
+    await asyncio.sleep(1)
+    (only,) = receiver.received
+    event = json.loads(only[1])
+    assert event["type"] == "transcription.failed" and event["data"]["id"] == job_id
+    assert event["data"]["error"]["code"] == "INTERNAL_ERROR"
+
+
+async def test_urls_inside_the_network_are_refused_unless_allowed(
+    client: httpx.AsyncClient, tenant: Tenant, tenants: Tenants
+) -> None:
+    for url in (
+        "https://127.0.0.2/hook",  # loopback, not the allowed 127.0.0.1
+        "https://localhost/hook",
+        "https://[::1]/hook",
+        "https://10.0.0.8/hook",
+        "https://169.254.169.254/latest/meta-data",
+        "http://example.com/hook",  # http, to a host nobody allowed
+        "ftp://127.0.0.1/hook",
+    ):
+        assert_error(await register(client, tenant, url), 400, "INVALID_REQUEST")
+    refused = await register(client, tenant, "https://127.0.0.1/x", "transcription.started")
+    assert_error(refused, 400, "INVALID_REQUEST")  # no such event
+    made = (await register(client, tenant, "http://127.0.0.1:9/hook")).json()
+    other = await tenants.create()
+    for method in ("GET", "DELETE"):
+        answer = await client.request(method, f"/webhooks/{made['id']}", headers=other.headers)
+        assert_error(answer, 404, "NOT_FOUND")
+    moved = await client.patch(
+        f"/webhooks/{made['id']}", headers=tenant.headers, json={"url": "https://10.1.1.1/"}
+    )
+    assert_error(moved, 400, "INVALID_REQUEST")
+    off = await client.patch(
+        f"/webhooks/{made['id']}", headers=tenant.headers, json={"enabled": False}
+    )
+    assert off.json()["enabled"] is False
+    gone = await client.delete(f"/webhooks/{made['id']}", headers=tenant.headers)
+    assert gone.status_code == 204
+    assert (await client.get("/webhooks", headers=tenant.headers)).json()["webhooks"] == []
