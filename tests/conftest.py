@@ -33,6 +33,14 @@ def database_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture
+def own_database(tmp_path: Path) -> Iterator[str]:
+    """A database of the test's own, for tests whose queues must hold only their own jobs
+    (no other test's queued job may run on their workers)."""
+    with fresh_database(tmp_path) as url:
+        yield url
+
+
+@pytest.fixture
 def settings(tmp_path: Path, database_url: str) -> Settings:
     return make_settings(tmp_path, database_url)
 

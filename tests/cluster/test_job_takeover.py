@@ -4,25 +4,13 @@ its lease runs out, and completes once, billed once."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import httpx
 
-from tests.cluster.harness import Cluster, Node, requires_backends, wait_for
-from tests.helpers.jobs import conversation, wav_bytes
+from tests.cluster.harness import Cluster, requires_backends, wait_for
+from tests.helpers.jobs import conversation, job_at, wav_bytes
 
 pytestmark = requires_backends
-
-
-def job_on(node: Node, secret: str, job_id: str) -> dict[str, Any]:
-    answer = httpx.get(
-        f"{node.base_url}/transcription-jobs/{job_id}",
-        headers={"Authorization": f"Bearer {secret}"},
-        timeout=30,
-    )
-    assert answer.status_code == 200, answer.text
-    job: dict[str, Any] = answer.json()
-    return job
 
 
 def test_a_job_whose_node_is_killed_completes_once_on_the_other(cluster: Cluster) -> None:
@@ -44,7 +32,7 @@ def test_a_job_whose_node_is_killed_completes_once_on_the_other(cluster: Cluster
         return int(worker.split(":")[1]) if worker else None
 
     def under_way() -> bool:
-        progress = job_on(cluster.nodes[0], key.secret, job_id)["progress_seconds"]
+        progress = job_at(cluster.nodes[0].base_url, key.secret, job_id)["progress_seconds"]
         return progress > 0 and worker_pid() is not None
 
     wait_for(under_way, 240, "the job never got under way")
@@ -52,14 +40,14 @@ def test_a_job_whose_node_is_killed_completes_once_on_the_other(cluster: Cluster
     (running,) = [node for node in cluster.nodes if pid in node.worker_pids()]
     (other,) = [node for node in cluster.nodes if node is not running]
     running.kill()
-    killed_at = job_on(other, key.secret, job_id)
+    killed_at = job_at(other.base_url, key.secret, job_id)
     assert killed_at["status"] == "processing"
 
     def ended() -> bool:
-        return job_on(other, key.secret, job_id)["status"] in ("completed", "failed")
+        return job_at(other.base_url, key.secret, job_id)["status"] in ("completed", "failed")
 
     wait_for(ended, 300, "the job was never taken over")
-    done = job_on(other, key.secret, job_id)
+    done = job_at(other.base_url, key.secret, job_id)
     assert done["status"] == "completed", done
     assert done["progress_seconds"] == done["duration_seconds"]
     usage = cluster.db.rows(

@@ -88,3 +88,15 @@ async def settled(
             if job["status"] in ("completed", "failed", "cancelled"):
                 return job
             await asyncio.sleep(1)  # within the key's rate limit
+
+
+def job_at(base_url: str, secret: str, job_id: str) -> dict[str, Any]:
+    """The job as a node at `base_url` shows it (for tests driving real servers)."""
+    answer = httpx.get(
+        f"{base_url}/transcription-jobs/{job_id}",
+        headers={"Authorization": f"Bearer {secret}"},
+        timeout=30,
+    )
+    assert answer.status_code == 200, answer.text
+    job: dict[str, Any] = answer.json()
+    return job

@@ -11,21 +11,10 @@ from typing import Any
 
 import httpx
 
-from tests.helpers.jobs import conversation, wav_bytes
+from tests.helpers.jobs import conversation, job_at, wav_bytes
 from tests.helpers.servers import Server, running_server
 
 LEASE = "4"  # seconds a killed node's job waits before it is taken over
-
-
-def job_of(server: Server, key: str, job_id: str) -> dict[str, Any]:
-    response = httpx.get(
-        f"{server.base_url}/transcription-jobs/{job_id}",
-        headers={"Authorization": f"Bearer {key}"},
-        timeout=30,
-    )
-    assert response.status_code == 200, response.text
-    job: dict[str, Any] = response.json()
-    return job
 
 
 def wait_for_job(
@@ -33,7 +22,7 @@ def wait_for_job(
 ) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        job = job_of(server, key, job_id)
+        job = job_at(server.base_url, key, job_id)
         if done(job):
             return job
         time.sleep(1)  # within the key's rate limit

@@ -3,7 +3,6 @@ their audio, audio no job names goes, and a job the queue gave up on is failed, 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -14,7 +13,7 @@ from saq.job import Status
 from sqlalchemy import select, update
 
 from tests.helpers.api import assert_error, usage_units
-from tests.helpers.app import Tenant, Tenants, fresh_database, make_settings
+from tests.helpers.app import Tenant, Tenants, make_settings
 from tests.helpers.jobs import one_recording, settled, submit, wav_bytes
 from voice_service.core.models import BlobChunk, TranscriptionJob, UnitHold, utcnow
 from voice_service.jobs.retention import sweep
@@ -25,9 +24,8 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-def settings(tmp_path: Path) -> Iterator[Settings]:
-    with fresh_database(tmp_path) as url:
-        yield make_settings(tmp_path, url, job_result_days=30)
+def settings(tmp_path: Path, own_database: str) -> Settings:
+    return make_settings(tmp_path, own_database, job_result_days=30)
 
 
 def context_of(app: FastAPI) -> AppContext:
@@ -55,7 +53,7 @@ async def test_results_past_keeping_go_with_their_kept_audio(
     )
     context = context_of(app)
     assert context.jobs is not None
-    assert await sweep(context, context.jobs.queue) == 1
+    assert await sweep(context, context.jobs.queue, context.jobs.webhooks) == 1
     assert_error(
         await client.get(f"/transcription-jobs/{old}", headers=tenant.headers), 404, "NOT_FOUND"
     )
@@ -74,11 +72,13 @@ async def test_audio_no_job_names_goes_once_an_hour_old(
     file = tmp_path / "orphan.wav"
     file.write_bytes(wav_bytes(one_recording()))
     await context.blobs.put_file("jobs/job_orphan", file)
-    assert await sweep(context, context.jobs.queue) == 0  # younger than the grace
+    assert (
+        await sweep(context, context.jobs.queue, context.jobs.webhooks) == 0
+    )  # younger than the grace
     await tenants.run(
         lambda s: s.execute(update(BlobChunk).values(created_at=utcnow() - timedelta(hours=2)))
     )
-    assert await sweep(context, context.jobs.queue) == 1
+    assert await sweep(context, context.jobs.queue, context.jobs.webhooks) == 1
     with pytest.raises(LookupError):
         await context.blobs.get_file("jobs/job_orphan", tmp_path / "back.wav")
 
@@ -94,7 +94,7 @@ async def test_a_job_the_queue_gave_up_on_is_failed_and_not_billed(
     queued = await context.jobs.queue.job(job_id)
     assert queued is not None
     await context.jobs.queue.finish(queued, Status.ABORTED, error="swept")
-    assert await sweep(context, context.jobs.queue) == 1
+    assert await sweep(context, context.jobs.queue, context.jobs.webhooks) == 1
     failed = (await client.get(f"/transcription-jobs/{job_id}", headers=tenant.headers)).json()
     assert failed["status"] == "failed"
     assert failed["error"]["code"] == "INTERNAL_ERROR"

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -16,7 +15,7 @@ import websockets
 from bench.speech_set import read_recording
 from bench.wer import words
 
-from tests.helpers.app import fresh_database, make_settings
+from tests.helpers.app import make_settings
 from tests.helpers.jobs import conversation, wav_bytes
 from tests.helpers.live import serving
 from voice_service.audio.encode import FORMATS, OutputFormat, encode
@@ -39,9 +38,8 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture
-def settings(tmp_path: Path) -> Iterator[Settings]:
-    with fresh_database(tmp_path) as url:
-        yield make_settings(tmp_path, url, pool_size=2, job_workers=JOBS)
+def settings(tmp_path: Path, own_database: str) -> Settings:
+    return make_settings(tmp_path, own_database, pool_size=2, job_workers=JOBS)
 
 
 async def test_a_live_turn_never_waits_while_four_jobs_run(

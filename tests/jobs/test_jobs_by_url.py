@@ -4,9 +4,7 @@ every failure a 400 or 413 that says why; without the allowance, loopback is ref
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +12,9 @@ import httpx
 import pytest
 
 from tests.helpers.api import assert_error
-from tests.helpers.app import Tenant, Tenants, fresh_database, make_settings, running
+from tests.helpers.app import Tenant, Tenants, make_settings, running
 from tests.helpers.jobs import one_recording, settled, wav_bytes
+from tests.helpers.loopback_http import http_server
 from voice_service.app import create_app
 from voice_service.inference.engines import Engines
 from voice_service.settings import Settings
@@ -29,41 +28,27 @@ AUDIO = wav_bytes(one_recording())
 def files() -> Iterator[int]:
     """A file server on 127.0.0.1; its port."""
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            port = self.server.server_address[1]
-            routes: dict[str, tuple[int, dict[str, str], bytes]] = {
-                "/meeting.wav": (200, {}, AUDIO),
-                "/moved": (302, {"Location": "/meeting.wav"}, b""),
-                "/elsewhere": (302, {"Location": f"http://localhost:{port}/meeting.wav"}, b""),
-                "/big": (200, {}, AUDIO * 3),
-            }
-            status, headers, body = routes.get(self.path, (404, {}, b"no such file"))
-            self.send_response(status)
-            for name, value in {**headers, "Content-Length": str(len(body))}.items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(body)
+    def serve(_method: str, path: str, _h: dict[str, str], _b: bytes) -> Any:
+        routes = {
+            "/meeting.wav": (200, {}, AUDIO),
+            "/moved": (302, {"Location": "/meeting.wav"}, b""),
+            "/elsewhere": (302, {"Location": f"http://localhost:{port}/meeting.wav"}, b""),
+            "/big": (200, {}, AUDIO * 3),
+        }
+        return routes.get(path, (404, {}, b"no such file"))
 
-        def log_message(self, *_args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server.server_address[1]
-    finally:
-        server.shutdown()
-        server.server_close()
+    with http_server(serve) as port:
+        yield port
 
 
 @pytest.fixture
-def settings(tmp_path: Path) -> Iterator[Settings]:
-    with fresh_database(tmp_path) as url:
-        yield make_settings(
-            tmp_path, url, outbound_allowed_hosts="127.0.0.1", job_max_upload_bytes=len(AUDIO) * 2
-        )
+def settings(tmp_path: Path, own_database: str) -> Settings:
+    return make_settings(
+        tmp_path,
+        own_database,
+        outbound_allowed_hosts="127.0.0.1",
+        job_max_upload_bytes=len(AUDIO) * 2,
+    )
 
 
 async def by_url(client: httpx.AsyncClient, tenant: Tenant, url: str, **options: Any) -> Any:

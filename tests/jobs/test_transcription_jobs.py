@@ -5,8 +5,6 @@ job can end leaves the books right."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -17,7 +15,7 @@ from bench.wer import words
 from sqlalchemy import select
 
 from tests.helpers.api import assert_error, usage_units
-from tests.helpers.app import Tenant, Tenants, fresh_database, make_settings, running
+from tests.helpers.app import Tenant, Tenants, running
 from tests.helpers.jobs import conversation, one_recording, settled, submit, wav_bytes
 from voice_service.app import create_app
 from voice_service.audio.pieces import PieceCutter
@@ -27,13 +25,6 @@ from voice_service.inference.engines import Engines
 from voice_service.settings import Settings
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def settings(tmp_path: Path) -> Iterator[Settings]:
-    # A database of its own: no other test's queued job runs on this test's worker.
-    with fresh_database(tmp_path) as url:
-        yield make_settings(tmp_path, url)
 
 
 async def test_a_job_is_the_sync_transcript_of_each_of_its_pieces(

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +21,15 @@ from saq.job import Status
 from standardwebhooks.webhooks import Webhook as Verifier
 
 from tests.helpers.api import assert_error
-from tests.helpers.app import Tenant, Tenants, fresh_database, make_settings
+from tests.helpers.app import Tenant, Tenants, make_settings
 from tests.helpers.jobs import one_recording, settled, submit, wav_bytes
+from tests.helpers.loopback_http import http_server
+from voice_service.core.models import utcnow
 from voice_service.jobs.retention import sweep
 from voice_service.settings import Settings
 from voice_service.web.context import AppContext
+from voice_service.webhooks.delivery import signed_headers
+from voice_service.webhooks.service import new_secret, payload
 
 pytestmark = pytest.mark.anyio
 
@@ -49,35 +52,20 @@ class Receiver:
 def receiver() -> Iterator[Receiver]:
     state = Receiver(statuses=[500, 500])
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers["Content-Length"]))
-            state.received.append(({k.lower(): v for k, v in self.headers.items()}, body))
-            status = state.statuses.pop(0) if state.statuses else 200
-            self.send_response(status)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
+    def receive(_method: str, _path: str, headers: dict[str, str], body: bytes) -> Any:
+        state.received.append((headers, body))
+        return (state.statuses.pop(0) if state.statuses else 200), {}, b""
 
-        def log_message(self, *_args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    state.port = server.server_address[1]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with http_server(receive) as port:
+        state.port = port
         yield state
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @pytest.fixture
-def settings(tmp_path: Path) -> Iterator[Settings]:
-    with fresh_database(tmp_path) as url:
-        yield make_settings(
-            tmp_path, url, outbound_allowed_hosts="127.0.0.1", webhook_retry_seconds="1,1,1"
-        )
+def settings(tmp_path: Path, own_database: str) -> Settings:
+    return make_settings(
+        tmp_path, own_database, outbound_allowed_hosts="127.0.0.1", webhook_retry_seconds="1,1,1"
+    )
 
 
 async def register(
@@ -196,3 +184,24 @@ async def test_urls_inside_the_network_are_refused_unless_allowed(
     gone = await client.delete(f"/webhooks/{made['id']}", headers=tenant.headers)
     assert gone.status_code == 204
     assert (await client.get("/webhooks", headers=tenant.headers)).json()["webhooks"] == []
+
+
+async def test_the_api_guides_receiver_takes_a_signed_delivery_and_refuses_a_forged_one() -> None:
+    guide = (Path(__file__).parents[2] / "docs" / "api.md").read_text()
+    (code,) = [
+        block
+        for block in re.findall(r"```python\n(.*?)```", guide, re.DOTALL)
+        if block.startswith("# receiver.py")
+    ]
+    secret = new_secret()
+    namespace: dict[str, Any] = {}
+    exec(code.replace("whsec_...", secret), namespace)  # noqa: S102 (the guide's own code)
+    body = payload("msg_test", "transcription.completed", {"id": "job_x"}, utcnow())
+    headers = signed_headers(secret, "msg_test", body, utcnow())
+    transport = httpx.ASGITransport(app=namespace["app"])
+    async with httpx.AsyncClient(transport=transport, base_url="http://receiver") as client:
+        taken = await client.post("/hooks/voice", content=body, headers=headers)
+        forged = await client.post(
+            "/hooks/voice", content=body.replace("job_x", "job_y"), headers=headers
+        )
+    assert (taken.status_code, forged.status_code) == (200, 400)

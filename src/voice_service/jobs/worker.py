@@ -6,7 +6,6 @@ its heartbeat lapses."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import socket
@@ -31,7 +30,6 @@ class JobWorkers:
         self.webhooks = webhooks
         self._runtime = runtime
         self._worker: InAppWorker | None = None
-        self._task: asyncio.Task[None] | None = None
         self._sweeping: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -50,18 +48,14 @@ class JobWorkers:
             concurrency=settings.job_workers,
             timers=PartialTimersDict(schedule=1, worker_info=10, sweep=sweep, abort=1),
         )
-        self._task = asyncio.create_task(self._worker.start(), name="job-worker")
+        self._worker.begin("job-worker")
 
     async def stop(self) -> None:
         """Jobs under way go back to the queue, for this node's next start or another."""
         if self._sweeping is not None:
             self._sweeping.cancel()
         if self._worker is not None:
-            await self._worker.stop()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await self._worker.end()
 
     async def _run(self, ctx: Context, *, job_id: str) -> None:
         queued = ctx["job"]

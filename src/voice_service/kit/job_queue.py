@@ -41,9 +41,20 @@ _RUNNING = (Status.ACTIVE.value, Status.ABORTING.value)
 
 
 class InAppWorker(Worker[Context]):
-    """SAQ's worker, run inside the app: the app owns the process's signals."""
+    """SAQ's worker, run inside the app as a task of its own (`begin`, `end`): the app owns
+    the process's signals."""
 
     SIGNALS = []  # noqa: RUF012 (SAQ's class attribute)
+
+    def begin(self, name: str) -> None:
+        self._running = asyncio.create_task(self.start(), name=name)
+
+    async def end(self) -> None:
+        """Stop: jobs under way are cancelled and go back to the queue."""
+        await self.stop()
+        self._running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._running
 
 
 class _Outage:

@@ -3,9 +3,6 @@ own, so no delivery waits behind a long transcription), with one HTTP client."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-
 import httpx
 from saq.types import Context
 
@@ -23,7 +20,6 @@ class DeliveryWorkers:
         self._runtime = runtime
         self._client: httpx.AsyncClient | None = None
         self._worker: InAppWorker | None = None
-        self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         # No redirects: a receiver may not send a signed event on to another address.
@@ -31,15 +27,11 @@ class DeliveryWorkers:
         self._worker = InAppWorker(
             self.queue, functions=[(DELIVER, self._deliver)], concurrency=CONCURRENCY
         )
-        self._task = asyncio.create_task(self._worker.start(), name="webhook-worker")
+        self._worker.begin("webhook-worker")
 
     async def stop(self) -> None:
         if self._worker is not None:
-            await self._worker.stop()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await self._worker.end()
         if self._client is not None:
             await self._client.aclose()
 
