@@ -16,6 +16,7 @@ import httpx
 from bench.wer import word_errors
 
 from tests.helpers.servers import running_server
+from voice_service.settings import Settings
 
 README = Path(__file__).parents[1] / "README.md"
 API_GUIDE = README.parent / "docs" / "api.md"
@@ -158,3 +159,9 @@ def test_the_websocket_examples_run_as_written(tmp_path: Path) -> None:
     assert last.startswith("turn: ")
     said = "Please read me my last order."
     assert word_errors(said, last.removeprefix("turn: "))[0] <= 1, last
+
+
+def test_every_setting_is_in_the_readme_table() -> None:
+    table = README.read_text().split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
+    rows = set(re.findall(r"^\| `(VOICE_SERVICE_[A-Z0-9_]+)` \|", table, re.MULTILINE))
+    assert rows == {f"VOICE_SERVICE_{name.upper()}" for name in Settings.model_fields}

@@ -2,17 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import os
-import tempfile
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Annotated, Literal
 
-import httpx
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi import Path as PathParam
 from pydantic import BaseModel, Field
@@ -29,7 +21,7 @@ from voice_service.jobs import repository
 from voice_service.jobs.schemas import EXAMPLE_JOB_ID, TranscriptionJobList, TranscriptionJobOut
 from voice_service.jobs.service import JobOptions, cancel_or_delete, submit_job
 from voice_service.jobs.worker import JobWorkers
-from voice_service.kit.outbound import FetchFailed, OutboundPolicy, OutboundRefused, fetch_to_file
+from voice_service.kit.outbound import OutboundPolicy
 from voice_service.tenancy.principal import Principal
 from voice_service.transcription.captions import srt, vtt
 from voice_service.transcription.service import known_languages, parse_language
@@ -37,7 +29,7 @@ from voice_service.web.context import AppContext
 from voice_service.web.deps import Authenticated, Context, RequestLedger, check_scope
 from voice_service.web.idempotency import claim_idempotency_key, request_target
 from voice_service.web.schemas import error_responses, multipart_request_body, parse_json_body
-from voice_service.web.uploads import receive_large_upload
+from voice_service.web.uploads import receive_from_url, receive_large_upload
 
 router = APIRouter(tags=["transcription jobs"])
 
@@ -153,8 +145,16 @@ async def submit(
         fields = _url_fields(body)
         options = _options(context, principal, fields)
         await claim.run(fingerprint("POST", request_target(request), "application/json", body))
-        async with _fetched(context, fields["url"]) as (path, size):
-            job = await submit_job(context, _workers(context).queue, ledger, path, size, options)
+        settings = context.settings
+        async with receive_from_url(
+            OutboundPolicy(settings.outbound_allowed),
+            fields["url"],
+            context.uploads_dir,
+            settings.job_max_upload_bytes,
+            settings.job_fetch_timeout_seconds,
+        ) as fetched:
+            queue = _workers(context).queue
+            job = await submit_job(context, queue, ledger, fetched.path, fetched.size, options)
     else:
         async with receive_large_upload(
             request, request_target(request), context.uploads_dir
@@ -220,38 +220,6 @@ def _url_fields(body: bytes) -> dict[str, str]:
             fields[name] = value
     fields["keep_audio"] = "true" if given.keep_audio else "false"
     return fields
-
-
-@asynccontextmanager
-async def _fetched(context: AppContext, url: str) -> AsyncIterator[tuple[Path, int]]:
-    """The file at `url` in this process's directory, within the job limits and the fetch
-    timeout; removed on exit."""
-    settings = context.settings
-    handle, name = tempfile.mkstemp(dir=context.uploads_dir, prefix="fetch-")
-    path = Path(name)
-    policy = OutboundPolicy(settings.outbound_allowed)
-    try:
-        with os.fdopen(handle, "wb") as file:
-            async with httpx.AsyncClient(follow_redirects=False, timeout=30) as client:
-                try:
-                    async with asyncio.timeout(settings.job_fetch_timeout_seconds):
-                        size = await fetch_to_file(
-                            policy, client, url, file, settings.job_max_upload_bytes
-                        )
-                except OutboundRefused as exc:
-                    raise InvalidRequest(f"url: {exc}.", param="url") from None
-                except FetchFailed as exc:
-                    limit = megabytes(settings.job_max_upload_bytes)
-                    if exc.too_large:
-                        raise PayloadTooLarge(f"url: the file exceeds the {limit} limit.") from None
-                    raise InvalidRequest(f"url: {exc}.", param="url") from None
-                except (TimeoutError, httpx.HTTPError) as exc:
-                    reason = "took too long" if isinstance(exc, TimeoutError) else "failed"
-                    raise InvalidRequest(f"url: the download {reason}.", param="url") from None
-        yield path, size
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
 
 
 def _timestamps(value: str | None) -> bool:
