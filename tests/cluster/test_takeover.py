@@ -1,5 +1,6 @@
 """A transcription job whose node is SIGKILLed mid-way is taken over by the other node once
-its lease runs out, and completes once, billed once."""
+its lease runs out, and completes once, billed once. (The package's last file by name: no
+later test has to wait for the killed node to start again.)"""
 
 from __future__ import annotations
 
