@@ -17,6 +17,7 @@ from sqlalchemy import select
 from tests.helpers.api import assert_error, usage_units
 from tests.helpers.app import Tenant, Tenants, running
 from tests.helpers.jobs import conversation, one_recording, settled, submit, wav_bytes
+from tests.helpers.wav import float_wav
 from voice_service.app import create_app
 from voice_service.audio.pieces import PieceCutter
 from voice_service.audio.vad import RATE
@@ -231,3 +232,18 @@ async def test_a_key_without_the_scope_is_refused(
     assert done["billed_as"] == "asr"
     listed = await client.get("/transcription-jobs", headers=tts_only.headers)
     assert_error(listed, 403, "SERVICE_DISABLED")
+
+
+async def test_audio_refused_only_once_decoded_fails_the_job_at_once_unbilled(
+    client: httpx.AsyncClient, tenant: Tenant, tenants: Tenants
+) -> None:
+    # Measured at submission (its length is fine); its NaN samples show when it is decoded.
+    nan = float_wav(np.concatenate([np.zeros(8000), np.full(8192, np.nan)]))
+    job = await submit(client, tenant, nan)
+    assert job.status_code == 202, job.text
+    failed = await settled(client, tenant, job.json()["id"])
+    assert failed["status"] == "failed"
+    assert failed["error"]["code"] == "INVALID_REQUEST"
+    assert "not numbers" in failed["error"]["message"]
+    assert failed["units"] is None and failed["audio_kept"] is False
+    assert await usage_units(tenants, tenant.org_id) == []

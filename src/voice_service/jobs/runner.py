@@ -125,7 +125,8 @@ async def _transcribed(runtime: Runtime, job: TranscriptionJob) -> _Transcript:
             NATIVE_POLICY.accepted,
             settings.job_max_audio_seconds,
         )
-        with audio_errors_as_api_errors("audio", NATIVE_POLICY), _as_job_failure():
+        # The audio's refusals become API errors first, then the job's failure.
+        with _as_job_failure(), audio_errors_as_api_errors("audio", NATIVE_POLICY):
             async with aclosing(made) as pieces:
                 async for item in pieces:
                     if isinstance(item, Fraction):
