@@ -103,12 +103,16 @@ async def run_job(runtime: Runtime, webhooks: SqlQueue, job_id: str, *, last_att
 
 
 async def _transcribed(runtime: Runtime, job: TranscriptionJob) -> _Transcript:
+    gone = JobFailed(InvalidRequest.code, "The job's audio was deleted.")
     if job.audio is None:
-        raise JobFailed(InvalidRequest.code, "The job's audio was deleted.")
+        raise gone
     assert runtime.engines is not None
     path = runtime.uploads_dir / f"{job.id}.audio"
     try:
-        await runtime.blobs.get_file(job.audio, path)
+        try:
+            await runtime.blobs.get_file(job.audio, path)
+        except LookupError:
+            raise gone from None
         transcript = _Transcript(job.language, [])
         options = TranscribeOptions(
             language=job.language, timestamps=True, word_timestamps=job.word_timestamps

@@ -53,8 +53,12 @@ class InAppWorker(Worker[Context]):
         """Stop: jobs under way are cancelled and go back to the queue."""
         await self.stop()
         self._running.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
+        try:
             await self._running
+        except asyncio.CancelledError:
+            pass
+        except Exception:  # it had died on its own: say so, and let the app stop
+            logger.exception("job queue worker %s had stopped", self._running.get_name())
 
 
 class _Outage:
