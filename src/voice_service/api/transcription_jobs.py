@@ -7,7 +7,6 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi import Path as PathParam
-from pydantic import BaseModel, Field
 
 from voice_service.audio.formats import NATIVE_AUDIO
 from voice_service.books.idempotency.fingerprint import fingerprint
@@ -18,7 +17,12 @@ from voice_service.core.models import TranscriptionJob
 from voice_service.core.vocabulary import Scope, Service, UsageEndpoint, megabytes
 from voice_service.engines.protocols import Segment, Word
 from voice_service.jobs import repository
-from voice_service.jobs.schemas import EXAMPLE_JOB_ID, TranscriptionJobList, TranscriptionJobOut
+from voice_service.jobs.schemas import (
+    EXAMPLE_JOB_ID,
+    JobFromUrl,
+    TranscriptionJobList,
+    TranscriptionJobOut,
+)
 from voice_service.jobs.service import JobOptions, cancel_or_delete, submit_job
 from voice_service.jobs.worker import JobWorkers
 from voice_service.kit.outbound import OutboundPolicy
@@ -34,21 +38,6 @@ from voice_service.web.uploads import receive_from_url, receive_large_upload
 router = APIRouter(tags=["transcription jobs"])
 
 MAX_JSON_BYTES = 16 * 1024
-
-
-class JobFromUrl(BaseModel):
-    """A job's audio by URL, and its options (as the multipart form's fields)."""
-
-    url: str = Field(
-        max_length=2048,
-        description="An https URL of the audio, fetched at once: a public address (unless the "
-        "operator allows the host), same-host redirects only, within the job limits.",
-        examples=["https://example.com/meetings/2026-11-25.mp3"],
-    )
-    language: str | None = Field(None, max_length=16, examples=["en"])
-    timestamps: Literal["segment", "word"] | None = None
-    keep_audio: bool = False
-    billed_as: Literal["speech-to-text", "asr"] | None = None
 
 
 PATH = "/transcription-jobs"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -11,6 +11,21 @@ from voice_service.core.vocabulary import JobStatus
 from voice_service.voices.schemas import Timestamp
 
 EXAMPLE_JOB_ID = "job_8d2e4f6a1b3c5d7e9f0a1b2c"
+
+
+class JobFromUrl(BaseModel):
+    """A job's audio by URL, and its options (as the multipart form's fields)."""
+
+    url: str = Field(
+        max_length=2048,
+        description="An https URL of the audio, fetched at once: a public address (unless the "
+        "operator allows the host), same-host redirects only, within the job limits.",
+        examples=["https://example.com/meetings/2026-11-25.mp3"],
+    )
+    language: str | None = Field(None, max_length=16, examples=["en"])
+    timestamps: Literal["segment", "word"] | None = None
+    keep_audio: bool = False
+    billed_as: Literal["speech-to-text", "asr"] | None = None
 
 
 class JobWord(BaseModel):
