@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 import av
 import numpy as np
+import numpy.typing as npt
 
 from voice_service.engines.protocols import EngineError, Pcm
 
@@ -177,6 +178,12 @@ def encode(pcm: Iterable[Pcm], fmt: AudioFormat, **options: Any) -> bytes:
     for chunk in pcm:
         encoder.add(chunk)
     return encoder.finish()
+
+
+def wav_of(samples: npt.NDArray[np.float32], rate: int) -> bytes:
+    """Mono float samples within [-1, 1] as a 16-bit WAV file (what a provider is sent)."""
+    pcm = Pcm(np.round(np.clip(samples, -1.0, 1.0) * 32767.0).astype(np.int16), rate)
+    return encode([pcm], FORMATS[OutputFormat.WAV])
 
 
 def encode_mp3(pcm: Pcm, bitrate: int = DEFAULT_BITRATE) -> bytes:

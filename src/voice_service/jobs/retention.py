@@ -6,7 +6,6 @@ queue gave up on while their row still says they run (killed on their last attem
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from datetime import timedelta
 
@@ -15,7 +14,7 @@ from saq.job import Status
 from voice_service.core.errors import InternalError
 from voice_service.jobs import repository
 from voice_service.jobs.runner import fail_job
-from voice_service.jobs.service import AUDIO_PREFIX
+from voice_service.jobs.service import AUDIO_PREFIX, drop_audio
 from voice_service.kit.db import transaction
 from voice_service.kit.job_queue import SqlQueue
 from voice_service.runtime import Runtime
@@ -39,9 +38,7 @@ async def sweep(runtime: Runtime, queue: SqlQueue, webhooks: SqlQueue) -> int:
     for job in expired:
         async with transaction(runtime.sessions) as session:
             await repository.delete_job(session, job.id)
-        if job.audio is not None:
-            with contextlib.suppress(Exception):  # an orphan, for the next pass
-                await runtime.blobs.drop_file(job.audio)
+        await drop_audio(runtime, job)
         done += 1
     names = await runtime.blobs.file_names(AUDIO_PREFIX, now - ORPHAN_GRACE)
     async with runtime.sessions() as session:

@@ -10,9 +10,7 @@ starts the job over from its audio, and only the first to settle it bills it.
 from __future__ import annotations
 
 import contextlib
-import io
 import logging
-import wave
 from collections.abc import Iterator
 from contextlib import aclosing
 from dataclasses import dataclass, replace
@@ -20,9 +18,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from voice_service.audio.decode import decode_chunks
+from voice_service.audio.decode import DecodedAudio, decode_chunks
+from voice_service.audio.encode import wav_of
 from voice_service.audio.formats import AcceptedAudio, identify_audio
 from voice_service.audio.pieces import Piece, PieceCutter
 from voice_service.audio.policy import NATIVE_POLICY, audio_errors_as_api_errors
@@ -32,11 +29,9 @@ from voice_service.core.errors import ApiError, InternalError, InvalidRequest, P
 from voice_service.core.models import TranscriptionJob
 from voice_service.core.vocabulary import Capability, JobStatus, WebhookEvent
 from voice_service.engines.catalog import DECODER
-from voice_service.engines.deadline import InferenceBudget
 from voice_service.engines.protocols import (
     EngineError,
     Segment,
-    SpeechToText,
     TranscribeOptions,
     Word,
 )
@@ -50,7 +45,7 @@ from voice_service.jobs.service import audio_let_go
 from voice_service.kit.db import transaction
 from voice_service.kit.job_queue import SqlQueue
 from voice_service.runtime import Runtime
-from voice_service.transcription.service import billed_seconds
+from voice_service.transcription.service import AudioInfo, billed_seconds, local_transcript_parts
 
 logger = logging.getLogger(__name__)
 
@@ -188,54 +183,34 @@ async def _piece_transcript(
     """The piece's language and segments, timed from the start of the whole audio."""
     seconds = piece.samples.size / RATE
     if isinstance(transcriber, Provider):
-        upload = AudioFile("piece.wav", wav_bytes(piece.samples), "audio/wav")
+        upload = AudioFile("piece.wav", wav_of(piece.samples, RATE), "audio/wav")
         remote = await transcriber.transcribe(upload, options, seconds)
         return remote.language, [_shifted(s, piece.start_seconds) for s in remote.segments]
+    audio = DecodedAudio(piece.samples, RATE, Fraction(piece.samples.size, RATE))
     made = runtime.pool.stream(
         Job(Capability.SPEECH_TO_TEXT, transcriber.name, batch=True),
-        _local_parts,
+        local_transcript_parts,
         transcriber.engine,
-        piece.samples,
+        audio,
+        NATIVE_POLICY.accepted,
         options,
+        runtime.settings.job_max_audio_seconds,
         runtime.inference_budget,
     )
     language: str | None = None
     segments: list[Segment] = []
     async with aclosing(made) as parts:
         async for part in parts:
-            if isinstance(part, str):
-                language = part
+            if isinstance(part, AudioInfo):
+                language = part.language
             else:
                 segments.append(_shifted(part, piece.start_seconds))
     return language, segments
 
 
-def _local_parts(
-    engine: SpeechToText, samples: Any, options: TranscribeOptions, budget: InferenceBudget
-) -> Iterator[str | Segment]:
-    deadline = budget.start()
-    stream = engine.stream(samples, options)
-    yield stream.language
-    for segment in stream.segments:
-        deadline.check(samples.size / RATE)
-        yield segment
-
-
 def _shifted(segment: Segment, offset: float) -> Segment:
     words = tuple(Word(w.word, w.start + offset, w.end + offset) for w in segment.words)
     return replace(segment, start=segment.start + offset, end=segment.end + offset, words=words)
-
-
-def wav_bytes(samples: Any) -> bytes:
-    """16-bit mono WAV at RATE: a piece as a provider takes it."""
-    pcm = (np.clip(samples, -1.0, 1.0) * 32767).astype("<i2").tobytes()
-    out = io.BytesIO()
-    with wave.open(out, "wb") as wav:
-        wav.setnchannels(1)
-        wav.setsampwidth(2)
-        wav.setframerate(RATE)
-        wav.writeframes(pcm)
-    return out.getvalue()
 
 
 async def _progressed(runtime: Runtime, job_id: str, done_seconds: float) -> None:

@@ -159,15 +159,20 @@ async def cancel_or_delete(
         # It ended meanwhile: deleted below, as any ended job.
     async with transaction(runtime.sessions) as session:
         await repository.delete_job(session, job.id)
-    if job.audio is not None:
-        await runtime.blobs.drop_file(job.audio)
+    await drop_audio(runtime, job)
     return None
 
 
 async def audio_let_go(runtime: Runtime, job: TranscriptionJob) -> None:
-    """Delete the audio of a job that has just ended, unless it asked to keep it (its row
-    no longer names it; should this fail, the sweep removes it)."""
-    if job.audio is None or job.keep_audio:
+    """Delete the audio of a job that has just ended, unless it asked to keep it."""
+    if not job.keep_audio:
+        await drop_audio(runtime, job)
+
+
+async def drop_audio(runtime: Runtime, job: TranscriptionJob) -> None:
+    """Delete the audio a job no longer names (its row ended or gone); should the store
+    fail, the sweep removes it later, as audio no job names."""
+    if job.audio is None:
         return
     try:
         await runtime.blobs.drop_file(job.audio)

@@ -11,14 +11,12 @@ import math
 import time
 from fractions import Fraction
 
-import numpy as np
-
-from voice_service.audio.encode import FORMATS, OutputFormat, encode
+from voice_service.audio.encode import wav_of
 from voice_service.books.ledger import Ledger
 from voice_service.books.usage.charge import Charge
 from voice_service.core.errors import ProviderError, RateLimited
 from voice_service.core.vocabulary import Capability, UsageEndpoint
-from voice_service.engines.protocols import EngineError, Pcm, SpeechToText, TranscribeOptions
+from voice_service.engines.protocols import EngineError, SpeechToText, TranscribeOptions
 from voice_service.inference.admission import Job
 from voice_service.inference.providers.provider import Provider
 from voice_service.inference.providers.wire import AudioFile
@@ -151,8 +149,7 @@ async def _transcribe(
     assert context.engines is not None
     transcriber = transcriber_for(context.engines, context.providers, options.language)
     if isinstance(transcriber, Provider):
-        wav = encode([_pcm16(audio)], FORMATS[OutputFormat.WAV])
-        upload = AudioFile("turn.wav", wav, "audio/wav")
+        upload = AudioFile("turn.wav", wav_of(audio, RATE), "audio/wav")
         transcript = await transcriber.transcribe(upload, options, audio.size / RATE)
         return transcript.text
     job = Job(Capability.SPEECH_TO_TEXT, transcriber.name, live=True)
@@ -166,7 +163,3 @@ async def _transcribe(
 def _text(transcriber: SpeechToText, audio: Floats, options: TranscribeOptions) -> str:
     stream = transcriber.stream(audio, options)
     return " ".join(segment.text.strip() for segment in stream.segments).strip()
-
-
-def _pcm16(audio: Floats) -> Pcm:
-    return Pcm(np.round(np.clip(audio, -1.0, 1.0) * 32767.0).astype(np.int16), RATE)

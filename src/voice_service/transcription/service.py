@@ -135,7 +135,7 @@ async def transcript_parts(
         await ledger.hold(billed_seconds(audio.duration_seconds))
     made = runtime.pool.stream(
         Job(Capability.SPEECH_TO_TEXT, transcriber.name, abandoned=ledger.client_gone),
-        _transcript_parts,
+        local_transcript_parts,
         transcriber.engine,
         audio,
         policy.accepted,
@@ -208,7 +208,7 @@ def _decode(path: Path, accepted: AcceptedAudio, max_seconds: float) -> DecodedA
     return decode_audio(path, max_seconds=max_seconds, fmt=identify_audio(path, accepted))
 
 
-def _transcript_parts(
+def local_transcript_parts(
     transcriber: SpeechToText,
     source: DecodedAudio | Path,
     accepted: AcceptedAudio,
