@@ -15,7 +15,6 @@ from voice_service.books.ledger import Ledger
 from voice_service.core.errors import InvalidRequest, NotFound, PayloadTooLarge
 from voice_service.core.models import TranscriptionJob
 from voice_service.core.vocabulary import Scope, Service, UsageEndpoint, megabytes
-from voice_service.engines.protocols import Segment, Word
 from voice_service.jobs import repository
 from voice_service.jobs.schemas import (
     EXAMPLE_JOB_ID,
@@ -24,10 +23,10 @@ from voice_service.jobs.schemas import (
     TranscriptionJobOut,
 )
 from voice_service.jobs.service import JobOptions, cancel_or_delete, submit_job
+from voice_service.jobs.transcripts import MEDIA_TYPES, transcript_file
 from voice_service.jobs.worker import JobWorkers
 from voice_service.kit.outbound import OutboundPolicy
 from voice_service.tenancy.principal import Principal
-from voice_service.transcription.captions import srt, vtt
 from voice_service.transcription.service import known_languages, parse_language
 from voice_service.web.context import AppContext
 from voice_service.web.deps import Authenticated, Context, RequestLedger, check_scope
@@ -256,13 +255,6 @@ async def list_jobs(
     )
 
 
-_CAPTIONS = {
-    "srt": "application/x-subrip; charset=utf-8",
-    "vtt": "text/vtt; charset=utf-8",
-    "text": "text/plain; charset=utf-8",
-}
-
-
 @router.get(
     PATH + "/{job_id}",
     summary="One transcription job: its status, progress and, once completed, transcript",
@@ -297,18 +289,7 @@ async def get_job(
         )
     transcript = TranscriptionJobOut.of(job).result
     assert transcript is not None
-    segments = [
-        Segment(
-            text=s.text,
-            start=s.start,
-            end=s.end,
-            words=tuple(Word(w.word, w.start, w.end) for w in s.words or ()),
-        )
-        for s in transcript.segments
-    ]
-    captions = {"srt": srt, "vtt": vtt}
-    body = captions[format](segments) if format in captions else transcript.text + "\n"
-    return Response(body, media_type=_CAPTIONS[format])
+    return Response(transcript_file(transcript, format), media_type=MEDIA_TYPES[format])
 
 
 @router.delete(

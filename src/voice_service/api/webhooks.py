@@ -7,11 +7,10 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Depends, Path, Query, Response
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from voice_service.core.errors import InvalidRequest, NotFound
+from voice_service.core.errors import NotFound
 from voice_service.core.models import Webhook
 from voice_service.core.vocabulary import Scope
 from voice_service.kit.db import transaction
-from voice_service.kit.outbound import OutboundPolicy, OutboundRefused
 from voice_service.tenancy.principal import Principal
 from voice_service.web.deps import Context, require
 from voice_service.web.schemas import error_responses
@@ -25,7 +24,7 @@ from voice_service.webhooks.schemas import (
     WebhookOut,
     WebhookPatch,
 )
-from voice_service.webhooks.service import redeliver, webhook_row
+from voice_service.webhooks.service import checked_url, redeliver, webhook_row
 
 router = APIRouter(tags=["webhooks"])
 
@@ -33,15 +32,6 @@ Manager = Annotated[Principal, Depends(require(Scope.WEBHOOKS))]
 WebhookId = Annotated[
     str, Path(openapi_examples={"a webhook": {"value": "wh_5e1a9c3b7d2f4e6a8b0c1d2e"}})
 ]
-
-
-async def _checked_url(context: Context, url: str) -> str:
-    """A URL deliveries may go to now (each delivery checks it again: names move)."""
-    try:
-        await OutboundPolicy(context.settings.outbound_allowed).check(url)
-    except OutboundRefused as exc:
-        raise InvalidRequest(f"url: {exc}.", param="url") from None
-    return url
 
 
 @router.post(
@@ -68,7 +58,7 @@ async def create_webhook(
     context: Context,
     principal: Manager,
 ) -> WebhookCreated:
-    url = await _checked_url(context, body.url)
+    url = await checked_url(context.settings.outbound_allowed, body.url)
     hook = webhook_row(
         principal.org_id, url, list(dict.fromkeys(e.value for e in body.events)), body.description
     )
@@ -115,7 +105,8 @@ async def update_webhook(
     context: Context,
     principal: Manager,
 ) -> WebhookOut:
-    url = await _checked_url(context, body.url) if body.url is not None else None
+    allowed = context.settings.outbound_allowed
+    url = await checked_url(allowed, body.url) if body.url is not None else None
     async with transaction(context.sessions) as session:
         hook = await _find(session, principal, webhook_id)
         if url is not None:

@@ -13,13 +13,27 @@ from typing import Any
 from saq.job import Job as QueuedJob
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from voice_service.core.errors import InvalidRequest
 from voice_service.core.ids import new_id
 from voice_service.core.models import Webhook, WebhookDelivery
 from voice_service.kit.job_queue import SqlQueue
+from voice_service.kit.outbound import OutboundPolicy, OutboundRefused
 from voice_service.webhooks import repository
 
 QUEUE_NAME = "webhooks"
 DELIVER = "deliver"  # the queue's function name for an attempt
+
+
+async def checked_url(
+    allowed: frozenset[tuple[str, int | None]], url: str, param: str = "url"
+) -> str:
+    """A URL deliveries may go to now (each delivery checks it again: names move);
+    `allowed`: the operator's OUTBOUND_ALLOWED_HOSTS."""
+    try:
+        await OutboundPolicy(allowed).check(url)
+    except OutboundRefused as exc:
+        raise InvalidRequest(f"{param}: {exc}.", param=param) from None
+    return url
 
 
 def new_secret() -> str:
