@@ -41,6 +41,7 @@ class Receiver:
 
     statuses: list[int]
     received: list[tuple[dict[str, str], bytes]] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
     port: int = 0
 
     @property
@@ -52,8 +53,9 @@ class Receiver:
 def receiver() -> Iterator[Receiver]:
     state = Receiver(statuses=[500, 500])
 
-    def receive(_method: str, _path: str, headers: dict[str, str], body: bytes) -> Any:
+    def receive(_method: str, path: str, headers: dict[str, str], body: bytes) -> Any:
         state.received.append((headers, body))
+        state.paths.append(path)
         return (state.statuses.pop(0) if state.statuses else 200), {}, b""
 
     with http_server(receive) as port:
@@ -153,6 +155,64 @@ async def test_a_failed_job_is_delivered_to_hooks_that_want_it(
     assert event["data"]["error"]["code"] == "INTERNAL_ERROR"
 
 
+async def test_a_jobs_own_url_is_told_signed_with_the_organizations_secret(
+    client: httpx.AsyncClient, tenant: Tenant, tenants: Tenants, receiver: Receiver
+) -> None:
+    receiver.statuses.clear()
+    hook = (await register(client, tenant, receiver.url + "/org")).json()
+    audio = wav_bytes(one_recording())
+    unsigned = await submit(client, tenant, audio, webhook_url=receiver.url)
+    assert_error(unsigned, 400, "INVALID_REQUEST")  # no secret to sign with yet
+    assert "signing-secret" in unsigned.json()["error"]["message"]
+    none_yet = await client.get("/webhooks/signing-secret", headers=tenant.headers)
+    assert_error(none_yet, 404, "NOT_FOUND")
+
+    made = await client.post("/webhooks/signing-secret", headers=tenant.headers)
+    assert made.status_code == 201, made.text
+    first = made.json()["secret"]
+    shown = (await client.get("/webhooks/signing-secret", headers=tenant.headers)).json()
+    assert "secret" not in shown and shown["previous_valid_until"] is None
+    inside = await submit(client, tenant, audio, webhook_url="https://10.0.0.8/hook")
+    assert_error(inside, 400, "INVALID_REQUEST")
+
+    job = (await submit(client, tenant, audio, webhook_url=receiver.url)).json()
+    assert job["webhook_url"] == receiver.url
+    assert (await settled(client, tenant, job["id"]))["status"] == "completed"
+    await received(receiver, 2)
+    by_path = dict(zip(receiver.paths, receiver.received, strict=True))
+    own_headers, own_body = by_path["/hooks/voice"]
+    assert Verifier(first).verify(own_body, own_headers)["data"]["id"] == job["id"]
+    with pytest.raises(Exception, match="signature"):
+        Verifier(hook["secret"]).verify(own_body, own_headers)  # not the webhook's secret
+    Verifier(hook["secret"]).verify(by_path["/hooks/voice/org"][1], by_path["/hooks/voice/org"][0])
+
+    path = f"/transcription-jobs/{job['id']}/deliveries"
+    deliveries = (await client.get(path, headers=tenant.headers)).json()["deliveries"]
+    own = next(d for d in deliveries if d["webhook_id"] is None)
+    assert own["url"] == receiver.url and own["job_id"] == job["id"]
+    assert own["id"] == own_headers["webhook-id"]
+    assert {d["webhook_id"] for d in deliveries} == {None, hook["id"]}
+    assert all(d["status"] == "delivered" for d in deliveries)
+
+    rotated = (await client.post("/webhooks/signing-secret", headers=tenant.headers)).json()
+    assert rotated["secret"] != first and rotated["previous_valid_until"] is not None
+    again = await client.post(f"{path}/{own['id']}/redeliver", headers=tenant.headers)
+    assert again.status_code == 202, again.text
+    await received(receiver, 3)
+    headers, body = receiver.received[-1]
+    for secret in (rotated["secret"], first):  # both sign while receivers switch over
+        Verifier(secret).verify(body, headers)
+
+    other = await tenants.create()
+    assert_error(await client.get(path, headers=other.headers), 404, "NOT_FOUND")
+    stolen = await client.post(f"{path}/{own['id']}/redeliver", headers=other.headers)
+    assert_error(stolen, 404, "NOT_FOUND")
+    deleted = await client.delete(f"/transcription-jobs/{job['id']}", headers=tenant.headers)
+    assert deleted.status_code == 204
+    kept = await client.get(f"/webhooks/{hook['id']}/deliveries", headers=tenant.headers)
+    assert len(kept.json()["deliveries"]) == 1  # the webhook's history outlives the job
+
+
 async def test_urls_inside_the_network_are_refused_unless_allowed(
     client: httpx.AsyncClient, tenant: Tenant, tenants: Tenants
 ) -> None:
@@ -197,7 +257,7 @@ async def test_the_api_guides_receiver_takes_a_signed_delivery_and_refuses_a_for
     namespace: dict[str, Any] = {}
     exec(code.replace("whsec_...", secret), namespace)  # noqa: S102 (the guide's own code)
     body = payload("msg_test", "transcription.completed", {"id": "job_x"}, utcnow())
-    headers = signed_headers(secret, "msg_test", body, utcnow())
+    headers = signed_headers([secret], "msg_test", body, utcnow())
     transport = httpx.ASGITransport(app=namespace["app"])
     async with httpx.AsyncClient(transport=transport, base_url="http://receiver") as client:
         taken = await client.post("/hooks/voice", content=body, headers=headers)

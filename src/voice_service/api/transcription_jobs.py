@@ -13,11 +13,12 @@ from voice_service.books.idempotency.fingerprint import fingerprint
 from voice_service.books.idempotency.keys import HEADER as IDEMPOTENCY_HEADER
 from voice_service.books.ledger import Ledger
 from voice_service.core.errors import InvalidRequest, NotFound, PayloadTooLarge
-from voice_service.core.models import TranscriptionJob
+from voice_service.core.models import SigningSecret, TranscriptionJob
 from voice_service.core.vocabulary import Scope, Service, UsageEndpoint, megabytes
 from voice_service.jobs import repository
 from voice_service.jobs.schemas import (
     EXAMPLE_JOB_ID,
+    WEBHOOK_URL,
     JobFromUrl,
     TranscriptionJobList,
     TranscriptionJobOut,
@@ -25,6 +26,7 @@ from voice_service.jobs.schemas import (
 from voice_service.jobs.service import JobOptions, cancel_or_delete, submit_job
 from voice_service.jobs.transcripts import MEDIA_TYPES, transcript_file
 from voice_service.jobs.worker import JobWorkers
+from voice_service.kit.db import transaction
 from voice_service.kit.outbound import OutboundPolicy
 from voice_service.tenancy.principal import Principal
 from voice_service.transcription.service import known_languages, parse_language
@@ -33,10 +35,14 @@ from voice_service.web.deps import Authenticated, Context, RequestLedger, check_
 from voice_service.web.idempotency import claim_idempotency_key, request_target
 from voice_service.web.schemas import error_responses, multipart_request_body, parse_json_body
 from voice_service.web.uploads import receive_from_url, receive_large_upload
+from voice_service.webhooks import repository as webhooks
+from voice_service.webhooks.schemas import DeliveryList, DeliveryOut
+from voice_service.webhooks.service import checked_url, redeliver
 
 router = APIRouter(tags=["transcription jobs"])
 
 MAX_JSON_BYTES = 16 * 1024
+MAX_URL_LENGTH = 2048
 
 
 PATH = "/transcription-jobs"
@@ -75,6 +81,7 @@ _BODY = multipart_request_body(
             "description": "The usage endpoint the job is billed under, and the key scope it "
             "needs (default speech-to-text).",
         },
+        "webhook_url": {"type": "string", "description": WEBHOOK_URL},
     },
     required=["file"],
 )
@@ -131,7 +138,7 @@ async def submit(
     if request.headers.get("content-type", "").lower().startswith("application/json"):
         body = await _small_body(request)
         fields = _url_fields(body)
-        options = _options(context, principal, fields)
+        options = await _options(context, principal, fields)
         await claim.run(fingerprint("POST", request_target(request), "application/json", body))
         settings = context.settings
         async with receive_from_url(
@@ -150,7 +157,7 @@ async def submit(
             limit = context.settings.job_max_upload_bytes
             if upload.size > limit:
                 raise PayloadTooLarge(f"file: the file exceeds the {megabytes(limit)} limit.")
-            options = _options(context, principal, upload.fields)
+            options = await _options(context, principal, upload.fields)
             await claim.run(upload.fingerprint)
             queue = _workers(context).queue
             job = await submit_job(context, queue, ledger, upload.path, upload.size, options)
@@ -175,7 +182,7 @@ class _Claim:
             )
 
 
-def _options(context: AppContext, principal: Principal, fields: dict[str, str]) -> JobOptions:
+async def _options(context: AppContext, principal: Principal, fields: dict[str, str]) -> JobOptions:
     billed_as = fields.get("billed_as", UsageEndpoint.SPEECH_TO_TEXT.value)
     if billed_as not in _ENDPOINTS:
         raise InvalidRequest(f"billed_as: one of {', '.join(_ENDPOINTS)}.", param="billed_as")
@@ -185,7 +192,27 @@ def _options(context: AppContext, principal: Principal, fields: dict[str, str]) 
         word_timestamps=_timestamps(fields.get("timestamps")),
         keep_audio=_flag(fields.get("keep_audio"), "keep_audio"),
         endpoint=UsageEndpoint(billed_as),
+        webhook_url=await _webhook_url(context, principal, fields.get("webhook_url") or None),
     )
+
+
+async def _webhook_url(context: AppContext, principal: Principal, url: str | None) -> str | None:
+    """A job's own receiver: a URL deliveries may go to, and a secret to sign them with."""
+    if url is None:
+        return None
+    if len(url) > MAX_URL_LENGTH:
+        raise InvalidRequest(
+            f"webhook_url: at most {MAX_URL_LENGTH} characters.", param="webhook_url"
+        )
+    await checked_url(context.settings.outbound_allowed, url, param="webhook_url")
+    async with context.sessions() as session:
+        if await session.get(SigningSecret, principal.org_id) is None:
+            raise InvalidRequest(
+                "webhook_url: the organization has no signing secret to sign its deliveries "
+                "with; create it first (POST /api/v1/webhooks/signing-secret).",
+                param="webhook_url",
+            )
+    return url
 
 
 async def _small_body(request: Request) -> bytes:
@@ -202,7 +229,7 @@ def _url_fields(body: bytes) -> dict[str, str]:
     """The JSON body's fields as the multipart form would give them."""
     given = parse_json_body(body, JobFromUrl)
     fields = {"url": given.url}
-    for name in ("language", "timestamps", "billed_as"):
+    for name in ("language", "timestamps", "billed_as", "webhook_url"):
         value = getattr(given, name)
         if value is not None:
             fields[name] = value
@@ -305,6 +332,42 @@ async def delete_job(job_id: JobId, context: Context, principal: JobsReader) -> 
         return Response(status_code=204)
     body = TranscriptionJobOut.of(cancelled).model_dump_json()
     return Response(body, media_type="application/json")
+
+
+@router.get(
+    PATH + "/{job_id}/deliveries",
+    summary="What the organization's webhooks and the job's own webhook_url were told of it",
+    response_model=DeliveryList,
+    responses=error_responses(404),
+)
+async def job_deliveries(job_id: JobId, context: Context, principal: JobsReader) -> DeliveryList:
+    await _find(context, principal, job_id)
+    async with context.sessions() as session:
+        found = await webhooks.job_deliveries(session, principal.org_id, job_id)
+    return DeliveryList(deliveries=[DeliveryOut.of(d, attempts) for d, attempts in found])
+
+
+@router.post(
+    PATH + "/{job_id}/deliveries/{delivery_id}/redeliver",
+    summary="Send one of the job's deliveries again (with its retries, should it fail)",
+    status_code=202,
+    response_model=DeliveryOut,
+    responses=error_responses(404),
+)
+async def redeliver_job_delivery(
+    job_id: JobId,
+    delivery_id: Annotated[str, PathParam(openapi_examples={"a delivery": {"value": "msg_..."}})],
+    context: Context,
+    principal: JobsReader,
+) -> DeliveryOut:
+    assert context.deliveries is not None
+    await _find(context, principal, job_id)
+    async with transaction(context.sessions) as session:
+        delivery = await webhooks.find_delivery(session, principal.org_id, delivery_id)
+        if delivery is None or delivery.job_id != job_id:
+            raise NotFound(f"No delivery with id {delivery_id!r} of this job.")
+        await redeliver(session, context.deliveries.queue, delivery)
+        return DeliveryOut.of(*await webhooks.with_attempts(session, delivery))
 
 
 async def _find(context: Context, principal: Principal, job_id: str) -> TranscriptionJob:

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Body, Depends, Path, Query, Response
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from voice_service.core.errors import NotFound
-from voice_service.core.models import Webhook
+from voice_service.core.models import SigningSecret, Webhook
 from voice_service.core.vocabulary import Scope
 from voice_service.kit.db import transaction
 from voice_service.tenancy.principal import Principal
@@ -18,13 +18,20 @@ from voice_service.webhooks import repository
 from voice_service.webhooks.schemas import (
     DeliveryList,
     DeliveryOut,
+    SigningSecretCreated,
+    SigningSecretOut,
     WebhookCreated,
     WebhookIn,
     WebhookList,
     WebhookOut,
     WebhookPatch,
 )
-from voice_service.webhooks.service import checked_url, redeliver, webhook_row
+from voice_service.webhooks.service import (
+    checked_url,
+    redeliver,
+    rotate_signing_secret,
+    webhook_row,
+)
 
 router = APIRouter(tags=["webhooks"])
 
@@ -66,6 +73,34 @@ async def create_webhook(
     async with transaction(context.sessions) as session:
         session.add(hook)
     return WebhookCreated(**WebhookOut.of(hook).model_dump(), secret=hook.secret)
+
+
+@router.post(
+    "/webhooks/signing-secret",
+    summary="Create, or rotate, the organization's signing secret for jobs' own webhook_url "
+    "(shown in this answer only)",
+    status_code=201,
+    response_model=SigningSecretCreated,
+    responses=error_responses(),
+)
+async def rotate_secret(context: Context, principal: Manager) -> SigningSecretCreated:
+    async with transaction(context.sessions) as session:
+        found = await rotate_signing_secret(session, principal.org_id, context.books.clock())
+        return SigningSecretCreated(**SigningSecretOut.of(found).model_dump(), secret=found.secret)
+
+
+@router.get(
+    "/webhooks/signing-secret",
+    summary="When the organization's signing secret was made (not the secret)",
+    response_model=SigningSecretOut,
+    responses=error_responses(404),
+)
+async def get_secret(context: Context, principal: Manager) -> SigningSecretOut:
+    async with context.sessions() as session:
+        found = await session.get(SigningSecret, principal.org_id)
+    if found is None:
+        raise NotFound("The organization has no signing secret; POST one.")
+    return SigningSecretOut.of(found)
 
 
 @router.get(
@@ -171,9 +206,7 @@ async def redeliver_one(
         if delivery is None or delivery.webhook_id != webhook_id:
             raise NotFound(f"No delivery with id {delivery_id!r} of this webhook.")
         await redeliver(session, context.deliveries.queue, delivery)
-        found = await repository.recent_deliveries(session, webhook_id, limit=200)
-    attempts = next((a for d, a in found if d.id == delivery_id), [])
-    return DeliveryOut.of(delivery, attempts)
+        return DeliveryOut.of(*await repository.with_attempts(session, delivery))
 
 
 async def _find(session: AsyncSession, principal: Principal, webhook_id: str) -> Webhook:

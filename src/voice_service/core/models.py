@@ -368,6 +368,8 @@ class TranscriptionJob(Base):
     result: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     error_code: Mapped[str | None] = mapped_column(String(40))
     error_message: Mapped[str | None] = mapped_column(Text)
+    # Told when it ends, signed with the organization's signing secret.
+    webhook_url: Mapped[str | None] = mapped_column(String(2048))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     started_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
@@ -394,14 +396,33 @@ class Webhook(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
+class SigningSecret(Base):
+    """The organization's secret for the deliveries to a job's own `webhook_url`; after a
+    rotation the previous one signs too, for a while, so receivers can switch over."""
+
+    __tablename__ = "webhook_signing_secrets"
+
+    org_id: Mapped[str] = mapped_column(ForeignKey("organizations.id"), primary_key=True)
+    secret: Mapped[str] = mapped_column(String(100))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    previous: Mapped[str | None] = mapped_column(String(100))
+    previous_until: Mapped[datetime | None]
+
+
 class WebhookDelivery(Base):
-    """One event for one webhook: its id is the `webhook-id` every attempt carries."""
+    """One event for one receiver: a registered webhook, or (`webhook_id` None) the `url`
+    a job named. Its id is the `webhook-id` every attempt carries."""
 
     __tablename__ = "webhook_deliveries"
-    __table_args__ = (Index("ix_webhook_deliveries_hook_created", "webhook_id", "created_at"),)
+    __table_args__ = (
+        Index("ix_webhook_deliveries_hook_created", "webhook_id", "created_at"),
+        Index("ix_webhook_deliveries_job", "job_id"),
+    )
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
-    webhook_id: Mapped[str] = mapped_column(ForeignKey("webhooks.id", ondelete="CASCADE"))
+    webhook_id: Mapped[str | None] = mapped_column(ForeignKey("webhooks.id", ondelete="CASCADE"))
+    url: Mapped[str | None] = mapped_column(String(2048))  # a job's own, without a webhook
+    job_id: Mapped[str | None] = mapped_column(String(40))  # the job it tells of
     org_id: Mapped[str] = mapped_column(ForeignKey("organizations.id"))
     event: Mapped[str] = mapped_column(String(60))
     payload: Mapped[str] = mapped_column(Text)  # the JSON body, signed as sent

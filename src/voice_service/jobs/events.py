@@ -33,4 +33,13 @@ async def announce(
         "billed_as": job.endpoint,
         **ended,
     }
-    await emit(session, webhooks, job.org_id, event.value, data, now)
+    await emit(
+        session,
+        webhooks,
+        job.org_id,
+        event.value,
+        data,
+        now,
+        job_id=job.id,
+        job_url=job.webhook_url,
+    )

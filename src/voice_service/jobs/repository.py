@@ -15,6 +15,7 @@ from voice_service.books.usage.charge import Charge
 from voice_service.books.usage.repository import add_usage
 from voice_service.core.models import TranscriptionJob
 from voice_service.core.vocabulary import JobStatus
+from voice_service.webhooks.repository import delete_job_url_deliveries
 
 _UNDER_WAY = (JobStatus.QUEUED.value, JobStatus.PROCESSING.value)
 
@@ -156,6 +157,8 @@ def _audio_kept(job: TranscriptionJob) -> str | None:
 
 
 async def delete_job(session: AsyncSession, job_id: str) -> None:
+    """The job, and the deliveries to its own URL (a webhook keeps its own history)."""
+    await delete_job_url_deliveries(session, job_id)
     await session.execute(delete(TranscriptionJob).where(TranscriptionJob.id == job_id))
 
 

@@ -11,6 +11,11 @@ from voice_service.core.vocabulary import JobStatus
 from voice_service.voices.schemas import Timestamp
 
 EXAMPLE_JOB_ID = "job_8d2e4f6a1b3c5d7e9f0a1b2c"
+WEBHOOK_URL = (
+    "Told when the job ends (transcription.completed or transcription.failed), signed with "
+    "the organization's signing secret (POST /api/v1/webhooks/signing-secret): https, and a "
+    "public address unless the operator allows the host."
+)
 
 
 class JobFromUrl(BaseModel):
@@ -26,6 +31,7 @@ class JobFromUrl(BaseModel):
     timestamps: Literal["segment", "word"] | None = None
     keep_audio: bool = False
     billed_as: Literal["speech-to-text", "asr"] | None = None
+    webhook_url: str | None = Field(None, max_length=2048, description=WEBHOOK_URL)
 
 
 class JobWord(BaseModel):
@@ -70,6 +76,7 @@ class TranscriptionJobOut(BaseModel):
     billed_as: str = Field(description="The usage endpoint it is billed under, once completed.")
     units: int | None = Field(description="Units billed: null until it completes.")
     audio_kept: bool = Field(description="Its audio is still stored.")
+    webhook_url: str | None = Field(description="Told when it ends, besides the webhooks.")
     error: JobFailure | None = Field(description="Why it failed.")
     result: JobTranscript | None = Field(description="The transcript, once completed.")
 
@@ -95,6 +102,7 @@ class TranscriptionJobOut(BaseModel):
             billed_as=job.endpoint,
             units=job.units,
             audio_kept=job.audio is not None,
+            webhook_url=job.webhook_url,
             error=failure,
             result=JobTranscript.model_validate(result) if result is not None else None,
         )

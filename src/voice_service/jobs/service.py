@@ -46,6 +46,7 @@ class JobOptions:
     word_timestamps: bool
     keep_audio: bool
     endpoint: UsageEndpoint  # what its usage is billed under
+    webhook_url: str | None  # told when it ends, besides the organization's webhooks
 
 
 def queued_job(job_id: str, lease_seconds: int) -> QueuedJob:
@@ -110,6 +111,7 @@ async def submit_job(
                 language=options.language,
                 word_timestamps=options.word_timestamps,
                 keep_audio=options.keep_audio,
+                webhook_url=options.webhook_url,
                 audio=name,
                 audio_bytes=size,
                 duration=str(duration),

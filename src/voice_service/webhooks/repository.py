@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import Select, delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from voice_service.core.models import Webhook, WebhookAttempt, WebhookDelivery
@@ -43,18 +43,58 @@ async def delete_webhook(session: AsyncSession, webhook_id: str) -> None:
     await session.execute(delete(Webhook).where(Webhook.id == webhook_id))
 
 
+async def delete_job_url_deliveries(session: AsyncSession, job_id: str) -> None:
+    own = select(WebhookDelivery.id).where(
+        WebhookDelivery.job_id == job_id, WebhookDelivery.webhook_id.is_(None)
+    )
+    await session.execute(delete(WebhookAttempt).where(WebhookAttempt.delivery_id.in_(own)))
+    await session.execute(
+        delete(WebhookDelivery).where(
+            WebhookDelivery.job_id == job_id, WebhookDelivery.webhook_id.is_(None)
+        )
+    )
+
+
 async def recent_deliveries(
     session: AsyncSession, webhook_id: str, limit: int
 ) -> Sequence[tuple[WebhookDelivery, Sequence[WebhookAttempt]]]:
     """The webhook's newest deliveries, each with its attempts in order."""
-    deliveries = list(
-        await session.scalars(
-            select(WebhookDelivery)
-            .where(WebhookDelivery.webhook_id == webhook_id)
-            .order_by(WebhookDelivery.created_at.desc(), WebhookDelivery.id.desc())
-            .limit(limit)
-        )
+    return await _with_attempts(
+        session,
+        select(WebhookDelivery)
+        .where(WebhookDelivery.webhook_id == webhook_id)
+        .order_by(WebhookDelivery.created_at.desc(), WebhookDelivery.id.desc())
+        .limit(limit),
     )
+
+
+async def job_deliveries(
+    session: AsyncSession, org_id: str, job_id: str
+) -> Sequence[tuple[WebhookDelivery, Sequence[WebhookAttempt]]]:
+    """What the organization's webhooks and the job's own URL were told of the job."""
+    return await _with_attempts(
+        session,
+        select(WebhookDelivery)
+        .where(WebhookDelivery.job_id == job_id, WebhookDelivery.org_id == org_id)
+        .order_by(WebhookDelivery.created_at, WebhookDelivery.id),
+    )
+
+
+async def with_attempts(
+    session: AsyncSession, delivery: WebhookDelivery
+) -> tuple[WebhookDelivery, Sequence[WebhookAttempt]]:
+    attempts = await session.scalars(
+        select(WebhookAttempt)
+        .where(WebhookAttempt.delivery_id == delivery.id)
+        .order_by(WebhookAttempt.number)
+    )
+    return delivery, list(attempts)
+
+
+async def _with_attempts(
+    session: AsyncSession, deliveries_query: Select[WebhookDelivery]
+) -> Sequence[tuple[WebhookDelivery, Sequence[WebhookAttempt]]]:
+    deliveries = list(await session.scalars(deliveries_query))
     attempts = await session.scalars(
         select(WebhookAttempt)
         .where(WebhookAttempt.delivery_id.in_([d.id for d in deliveries]))

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
 
-from voice_service.core.models import Webhook, WebhookAttempt, WebhookDelivery
+from voice_service.core.models import SigningSecret, Webhook, WebhookAttempt, WebhookDelivery
 from voice_service.core.vocabulary import WebhookEvent
 from voice_service.voices.schemas import Timestamp
 
@@ -74,6 +74,9 @@ class AttemptOut(BaseModel):
 
 class DeliveryOut(BaseModel):
     id: str = Field(description="The webhook-id every attempt carries.", examples=["msg_..."])
+    webhook_id: str | None = Field(description="The webhook it went to; null: a job's own URL.")
+    url: str | None = Field(description="The job's own URL it went to; null: a webhook's.")
+    job_id: str | None = Field(description="The job it tells of.")
     event: str
     status: str = Field(description="pending, delivered or failed (every retry used).")
     created_at: Timestamp
@@ -84,6 +87,9 @@ class DeliveryOut(BaseModel):
     def of(cls, delivery: WebhookDelivery, attempts: Sequence[WebhookAttempt]) -> DeliveryOut:
         return cls(
             id=delivery.id,
+            webhook_id=delivery.webhook_id,
+            url=delivery.url,
+            job_id=delivery.job_id,
             event=delivery.event,
             status=delivery.status,
             created_at=delivery.created_at,
@@ -103,3 +109,21 @@ class DeliveryOut(BaseModel):
 
 class DeliveryList(BaseModel):
     deliveries: list[DeliveryOut] = Field(description="Newest first.")
+
+
+class SigningSecretOut(BaseModel):
+    created_at: Timestamp
+    previous_valid_until: Timestamp | None = Field(
+        description="Until when the previous secret signs beside this one (after a rotation)."
+    )
+
+    @classmethod
+    def of(cls, found: SigningSecret) -> SigningSecretOut:
+        return cls(created_at=found.created_at, previous_valid_until=found.previous_until)
+
+
+class SigningSecretCreated(SigningSecretOut):
+    secret: str = Field(
+        description="The organization's signing secret (whsec_...), shown this once: it signs "
+        "the deliveries to the webhook_url a transcription job names."
+    )

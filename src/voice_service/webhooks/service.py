@@ -7,7 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import secrets
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from saq.job import Job as QueuedJob
@@ -15,13 +15,15 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from voice_service.core.errors import InvalidRequest
 from voice_service.core.ids import new_id
-from voice_service.core.models import Webhook, WebhookDelivery
+from voice_service.core.models import SigningSecret, Webhook, WebhookDelivery
 from voice_service.kit.job_queue import SqlQueue
 from voice_service.kit.outbound import OutboundPolicy, OutboundRefused
 from voice_service.webhooks import repository
 
 QUEUE_NAME = "webhooks"
 DELIVER = "deliver"  # the queue's function name for an attempt
+# How long an organization's previous signing secret still signs after a rotation.
+ROTATION_OVERLAP = timedelta(hours=24)
 
 
 async def checked_url(
@@ -82,16 +84,27 @@ async def emit(
     event: str,
     data: dict[str, Any],
     now: datetime,
+    *,
+    job_id: str | None = None,
+    job_url: str | None = None,
 ) -> list[str]:
     """One delivery for each of the organization's webhooks that listens to `event`, and
-    its first attempt queued, in the caller's transaction; their ids."""
+    one to the `job_url` the job named, each with its first attempt queued, in the
+    caller's transaction; their ids."""
+    receivers: list[tuple[str | None, str | None]] = [
+        (hook.id, None) for hook in await repository.listening(session, org_id, event)
+    ]
+    if job_url is not None:
+        receivers.append((None, job_url))
     made = []
-    for hook in await repository.listening(session, org_id, event):
+    for webhook_id, url in receivers:
         delivery_id = new_id("msg")
         session.add(
             WebhookDelivery(
                 id=delivery_id,
-                webhook_id=hook.id,
+                webhook_id=webhook_id,
+                url=url,
+                job_id=job_id,
                 org_id=org_id,
                 event=event,
                 payload=payload(delivery_id, event, data, now),
@@ -103,6 +116,27 @@ async def emit(
         await queue.enqueue_in(session, attempt_job(delivery_id, 0))
         made.append(delivery_id)
     return made
+
+
+async def rotate_signing_secret(session: AsyncSession, org_id: str, now: datetime) -> SigningSecret:
+    """The organization's new signing secret (its first, or one in place of the last,
+    which goes on signing beside it for `ROTATION_OVERLAP`)."""
+    found = await session.get(SigningSecret, org_id, with_for_update=True)
+    if found is None:
+        found = SigningSecret(org_id=org_id, secret=new_secret(), created_at=now)
+        session.add(found)
+        return found
+    found.previous, found.previous_until = found.secret, now + ROTATION_OVERLAP
+    found.secret, found.created_at = new_secret(), now
+    return found
+
+
+def signing_secrets(found: SigningSecret, now: datetime) -> list[str]:
+    """The secrets a delivery to a job's own URL is signed with now."""
+    previous, until = found.previous, found.previous_until
+    if previous is not None and until is not None and now < until:
+        return [found.secret, previous]
+    return [found.secret]
 
 
 async def redeliver(session: AsyncSession, queue: SqlQueue, delivery: WebhookDelivery) -> None:
