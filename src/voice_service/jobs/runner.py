@@ -9,9 +9,11 @@ starts the job over from its audio, and only the first to settle it bills it.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Coroutine, Iterator
 from contextlib import aclosing
 from dataclasses import dataclass, replace
 from fractions import Fraction
@@ -124,26 +126,84 @@ async def _transcribed(runtime: Runtime, job: TranscriptionJob) -> _Transcript:
             NATIVE_POLICY.accepted,
             settings.job_max_audio_seconds,
         )
+        under_way = _PiecesUnderWay(runtime, job.id, transcript, _window(transcriber))
         # The audio's refusals become API errors first, then the job's failure.
         with _as_job_failure(), audio_errors_as_api_errors("audio", NATIVE_POLICY):
-            async with aclosing(made) as pieces:
+            async with aclosing(made) as pieces, under_way:
                 async for item in pieces:
                     if isinstance(item, Fraction):
                         transcript.duration = item
-                        continue
-                    if item.speech:
-                        options = replace(options, language=transcript.language)
-                        language, segments = await _piece_transcript(
-                            runtime, transcriber, item, options
+                    elif item.speech:
+                        if transcript.language is None:  # the first speech sets it for all
+                            await under_way.settle()
+                        asked = replace(options, language=transcript.language)
+                        await under_way.add(
+                            item, _piece_transcript(runtime, transcriber, item, asked)
                         )
-                        transcript.language = transcript.language or language
-                        transcript.segments.extend(segments)
-                    await _progressed(runtime, job.id, item.end / RATE)
+                    else:
+                        await under_way.add(item, None)
+                await under_way.settle()
         runtime.metrics.count_audio(Capability.SPEECH_TO_TEXT, float(transcript.duration))
         return transcript
     finally:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
+
+
+def _window(transcriber: LocalTranscriber | Provider) -> int:
+    """Pieces transcribed at once: one on our own engines (the pool schedules the rest);
+    through a provider, as many as it takes at once but one, left for requests."""
+    if isinstance(transcriber, Provider):
+        return max(1, transcriber.capacity - 1)
+    return 1
+
+
+PieceResult = tuple[str | None, list[Segment]]  # its language, its segments
+Transcribing = Coroutine[Any, Any, PieceResult]
+
+
+class _PiecesUnderWay:
+    """Pieces being transcribed, at most `window` at once, taken into the transcript (and
+    the job's progress) in the order of the audio, whichever finishes first. Leaving the
+    block cancels those still under way."""
+
+    def __init__(self, runtime: Runtime, job_id: str, transcript: _Transcript, window: int) -> None:
+        self._runtime, self._job_id = runtime, job_id
+        self._transcript = transcript
+        self._window = window
+        self._pieces: deque[tuple[Piece, asyncio.Task[PieceResult] | None]] = deque()
+
+    async def __aenter__(self) -> _PiecesUnderWay:
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        tasks = [task for _piece, task in self._pieces if task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def add(
+        self, piece: Piece, transcribing: Coroutine[Any, Any, PieceResult] | None
+    ) -> None:
+        """A piece and its transcription (None: no speech in it), once there is room."""
+        task = asyncio.create_task(transcribing) if transcribing is not None else None
+        self._pieces.append((piece, task))
+        while len(self._pieces) >= self._window:
+            await self._take_oldest()
+
+    async def settle(self) -> None:
+        """Wait for every piece under way."""
+        while self._pieces:
+            await self._take_oldest()
+
+    async def _take_oldest(self) -> None:
+        piece, task = self._pieces[0]
+        if task is not None:
+            language, segments = await task
+            self._transcript.language = self._transcript.language or language
+            self._transcript.segments.extend(segments)
+        self._pieces.popleft()
+        await _progressed(self._runtime, self._job_id, piece.end / RATE)
 
 
 @contextlib.contextmanager

@@ -122,6 +122,11 @@ class Provider:
 
     # -- what it declares -------------------------------------------------------------------
 
+    @property
+    def capacity(self) -> int:
+        """Calls it takes at once: each replica's `max_concurrency`."""
+        return self.config.max_concurrency * len(self.config.urls)
+
     def transcribes(self, language: str | None) -> bool:
         """Whether a transcription in `language` (None: not given) is routed here."""
         section = self.config.transcription
