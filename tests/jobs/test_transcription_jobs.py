@@ -211,6 +211,10 @@ async def test_an_idempotency_key_answers_the_same_job(
     assert first.status_code == again.status_code == 202
     assert again.json()["id"] == first.json()["id"]
     assert again.headers["idempotent-replayed"] == "true"
+    other_field = await submit(client, tenant, audio, headers=headers, language="fr")
+    assert_error(other_field, 400, "INVALID_REQUEST")  # another request, the same key
+    other_audio = await submit(client, tenant, audio[:-2] + b"\x01\x00", headers=headers)
+    assert_error(other_audio, 400, "INVALID_REQUEST")
     listed = (await client.get("/transcription-jobs", headers=tenant.headers)).json()["jobs"]
     assert len(listed) == 1
     await settled(client, tenant, first.json()["id"])

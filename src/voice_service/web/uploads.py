@@ -122,11 +122,10 @@ async def receive_large_upload(
     path = Path(name)
     try:
         with os.fdopen(handle, "wb") as file:
-            form = _StreamedForm(file)
-            hashing = Fingerprint(request.method, target, content_type)
+            hashing = Fingerprint(request.method, target)  # fed by the form's parser
+            form = _StreamedForm(file, hashing)
             parser = MultipartParser(boundary, form.callbacks())
             async for chunk in request.stream():
-                hashing.update(chunk)
                 try:
                     parser.write(chunk)
                 except MultipartParseError:
@@ -150,10 +149,11 @@ async def receive_large_upload(
 
 class _StreamedForm:
     """python-multipart's callbacks for one upload: the `file` part's bytes gathered for the
-    next write to disk, text fields kept (bounded)."""
+    next write to disk, text fields kept (bounded), every part told to `hashing`."""
 
-    def __init__(self, file: BinaryIO) -> None:
+    def __init__(self, file: BinaryIO, hashing: Fingerprint) -> None:
         self._file = file
+        self._hashing = hashing
         self._headers: dict[bytes, bytes] = {}
         self._field = b""
         self._value = bytearray()
@@ -190,9 +190,11 @@ class _StreamedForm:
         self.complete = False
 
     def _header_field(self, data: bytes, start: int, end: int) -> None:
+        self._hashing.header_field(data, start, end)
         self._field = data[start:end].lower()
 
     def _header_value(self, data: bytes, start: int, end: int) -> None:
+        self._hashing.header_value(data, start, end)
         self._headers[self._field] = self._headers.get(self._field, b"") + data[start:end]
 
     def _headers_finished(self) -> None:
@@ -210,6 +212,7 @@ class _StreamedForm:
         self._field = name
 
     def _data(self, data: bytes, start: int, end: int) -> None:
+        self._hashing.part_data(data, start, end)
         if self._in_file:
             self._pending += data[start:end]
             self.size += end - start
@@ -219,6 +222,7 @@ class _StreamedForm:
             raise InvalidRequest(f"A form field is longer than {MAX_FIELD_BYTES} bytes.")
 
     def _end(self) -> None:
+        self._hashing.part_end()
         if not self._in_file:
             try:
                 value = self._value.decode()

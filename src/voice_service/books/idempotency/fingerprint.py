@@ -20,16 +20,19 @@ def fingerprint(method: str, target: str, content_type: str | None, body: bytes)
 
 
 class Fingerprint:
-    """`fingerprint` of a body that arrives in pieces (an upload too big to hold)."""
+    """`fingerprint` of a body that arrives in pieces (an upload too big to hold). Without
+    a `content_type` it parses nothing: the caller's own multipart parser feeds its
+    `header_field`, `header_value`, `part_data` and `part_end`, and the digest is of the
+    parts alone."""
 
-    def __init__(self, method: str, target: str, content_type: str | None) -> None:
+    def __init__(self, method: str, target: str, content_type: str | None = None) -> None:
         self._head = f"{method} {target}\n".encode()
         self._whole = hashlib.sha256(self._head + b"body\n")  # the digest of a plain body
         self._parts: list[bytes] | None = []
         self._headers = bytearray()
         self._content = hashlib.sha256()
         self._parser = self._multipart_parser(content_type)
-        if self._parser is None:
+        if self._parser is None and content_type is not None:
             self._parts = None
 
     def update(self, chunk: bytes) -> None:
@@ -66,23 +69,23 @@ class Fingerprint:
         return MultipartParser(
             boundary,
             {
-                "on_header_field": self._on_header_field,
-                "on_header_value": self._on_header_value,
-                "on_part_data": self._on_part_data,
-                "on_part_end": self._on_part_end,
+                "on_header_field": self.header_field,
+                "on_header_value": self.header_value,
+                "on_part_data": self.part_data,
+                "on_part_end": self.part_end,
             },
         )
 
-    def _on_header_field(self, data: bytes, start: int, end: int) -> None:
+    def header_field(self, data: bytes, start: int, end: int) -> None:
         self._headers.extend(data[start:end].lower() + b":")
 
-    def _on_header_value(self, data: bytes, start: int, end: int) -> None:
+    def header_value(self, data: bytes, start: int, end: int) -> None:
         self._headers.extend(data[start:end] + b"\n")
 
-    def _on_part_data(self, data: bytes, start: int, end: int) -> None:
+    def part_data(self, data: bytes, start: int, end: int) -> None:
         self._content.update(data[start:end])
 
-    def _on_part_end(self) -> None:
+    def part_end(self) -> None:
         assert self._parts is not None
         self._parts.append(bytes(self._headers) + self._content.digest())
         self._headers.clear()
