@@ -38,7 +38,7 @@ def _pcm24k(audio: np.ndarray[Any, Any]) -> bytes:
     return encode([pcm], FORMATS[OutputFormat.PCM])
 
 
-async def _live_session(url: str, key: str, recording: str) -> dict[str, float]:
+async def live_session(url: str, key: str, recording: str) -> dict[str, float]:
     """Seconds from the end of speech to the final text, and from its start to the first
     delta (none: inf), for one session."""
     speech = read_recording(recording)
@@ -118,14 +118,14 @@ def measure(root: str, key: str, voice_id: str, quick: bool, repeats: int) -> di
 
     async def run() -> dict[str, Any]:
         if not quick:
-            await _live_session(live, key, QUICK_RECORDING)  # warm both paths
+            await live_session(live, key, QUICK_RECORDING)  # warm both paths
             await _first_audio(speak, key)
-        alone = [await _live_session(live, key, recording) for _ in range(repeats)]
+        alone = [await live_session(live, key, recording) for _ in range(repeats)]
         together = [
             result
             for _ in range(1 if quick else repeats)
             for result in await asyncio.gather(
-                *(_live_session(live, key, recording) for _ in range(4))
+                *(live_session(live, key, recording) for _ in range(4))
             )
         ]
         first_audio = [await _first_audio(speak, key) for _ in range(1 if quick else 3 * repeats)]

@@ -31,6 +31,7 @@ import httpx
 
 from bench import (
     clone_similarity,
+    jobs,
     ledger_overhead,
     provider_overhead,
     realtime,
@@ -544,6 +545,32 @@ def realtime_sessions(svc: Service, plan: Plan, key: str) -> tuple[list[Figure],
     return figures, results
 
 
+def transcription_jobs(svc: Service, plan: Plan, key: str) -> tuple[list[Figure], dict[str, Any]]:
+    """A long recording as a job, beside the sync endpoint and a live session (bench/jobs.py)."""
+    results = jobs.measure(
+        svc.base, svc.auth, key, plan.quick, functools.partial(_peak_rss_growth, svc.server.pid)
+    )
+    got = jobs.summary(results)
+    hour = "an hour" if not plan.quick else "half a minute"
+    figures = [
+        Figure("job_rtf_ratio", f"18. job of {hour}: RTF / the sync endpoint's on its pieces",
+               got["rtf_ratio"], "x", "<=", 1.1),
+        Figure("job_rtf", "18. job real-time factor (started to finished)", got["job_rtf"], "RTF"),
+        Figure("job_sync_rtf", "18. sync endpoint on the job's pieces", got["sync_rtf"], "RTF"),
+        Figure("job_rss_growth_mib", f"18. server peak RSS growth, a job of {hour}",
+               got["rss_growth_mib"], "MiB", "<=", 300.0),
+        Figure("job_first_progress_s", "18. job: first progress after it is accepted",
+               got["first_progress_s"], "s", "<=", 5.0),
+        Figure("job_live_final_ratio", "18. live final text: 4 jobs running / idle, p50",
+               got["live_ratio"], "x", "<=", 1.2),
+        Figure("job_live_idle_final_ms", "18. live final text, idle node, p50",
+               got["live_idle_final_ms"], "ms"),
+        Figure("job_live_busy_final_ms", "18. live final text, 4 jobs running, p50",
+               got["live_busy_final_ms"], "ms"),
+    ]  # fmt: skip
+    return figures, results
+
+
 # --- 6. upload memory -----------------------------------------------------------------------
 
 
@@ -784,7 +811,8 @@ def provider_path(
 # --- the run --------------------------------------------------------------------------------
 
 
-def run(plan: Plan, work: Path) -> dict[str, Any]:
+def run(plan: Plan, work: Path, only: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """Every step, or those named in `only`."""
     started = time.perf_counter()
     data_dir = work / "data"
     data_dir.mkdir()
@@ -815,30 +843,37 @@ def run(plan: Plan, work: Path) -> dict[str, Any]:
             ("wyoming_piper", lambda: beside_wyoming_piper(svc, plan, work)),
             ("upload_memory", lambda: upload_memory(svc)),
             ("provider_path", lambda: provider_path(svc, plan, piper, data_dir, work)),
+            ("jobs", lambda: transcription_jobs(svc, plan, key)),
         ]
         if redis_answers(REDIS_URL):
             steps.insert(2, ("gateway_workers", lambda: gateway_workers(plan, work)))
         else:
             print(f"no Redis answers at {REDIS_URL}: the figure with 2 workers is left out")
         for name, step in steps:
+            if only and name not in only:
+                continue
             print(f"measuring {name} ...", flush=True)
             step_figures, details[name] = step()
             figures += step_figures
         svc.client.close()
     finally:
         server.stop()
-    print("measuring cloning ...", flush=True)  # in-process; the server is no longer needed
-    clone_figures, details["cloning"] = cloning(plan)
-    figures += clone_figures
-    print("measuring voice quality ...", flush=True)
-    quality_figures, details["voice_quality"] = voice_quality(plan)
-    figures += quality_figures
-    print("measuring transcription quality ...", flush=True)
-    stt_figures, details["transcription_quality"] = transcription_quality(plan)
-    figures += stt_figures
+    # In-process; the server is no longer needed.
+    in_process: list[tuple[str, Callable[[], tuple[list[Figure], dict[str, Any]]]]] = [
+        ("cloning", lambda: cloning(plan)),
+        ("voice_quality", lambda: voice_quality(plan)),
+        ("transcription_quality", lambda: transcription_quality(plan)),
+    ]
+    for name, step in in_process:
+        if only and name not in only:
+            continue
+        print(f"measuring {name} ...", flush=True)
+        step_figures, details[name] = step()
+        figures += step_figures
     return {
         "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
         "quick": plan.quick,
+        "only": sorted(only),
         "machine": machine(),
         "seconds": time.perf_counter() - started,
         "figures": [figure.as_json() for figure in figures],
@@ -884,6 +919,11 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="brief runs, for the test suite")
     parser.add_argument("--results-dir", type=Path, default=REPO / "bench" / "results")
     parser.add_argument("--time-limit", type=int, default=0, help="seconds; 0: 600 quick, 3600")
+    parser.add_argument(
+        "--only",
+        default="",
+        help="comma-separated steps to measure, alone (e.g. jobs,realtime); default: all",
+    )
     args = parser.parse_args()
     plan = Plan.make(args.quick)
     # Bounded in time: the alarm raises in the main thread and the finally-blocks stop the
@@ -891,7 +931,8 @@ def main() -> None:
     signal.signal(signal.SIGALRM, _give_up)
     signal.alarm(args.time_limit or (600 if plan.quick else 3600))
     with tempfile.TemporaryDirectory(prefix="voice-bench-") as work:
-        result = run(plan, Path(work))
+        only = frozenset(filter(None, args.only.split(",")))
+        result = run(plan, Path(work), only)
     signal.alarm(0)
     path = _write(args.results_dir, result)
     print(table(result))

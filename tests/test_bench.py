@@ -104,6 +104,14 @@ FIGURES = {
     "wyoming_ours_first_ms",
     "wyoming_theirs_first_ms",
     "wyoming_four_rps_ratio",
+    "job_rtf_ratio",
+    "job_rtf",
+    "job_sync_rtf",
+    "job_rss_growth_mib",
+    "job_first_progress_s",
+    "job_live_final_ratio",
+    "job_live_idle_final_ms",
+    "job_live_busy_final_ms",
 }
 # The figures the issue sets a target for.
 TARGETED = {
@@ -136,6 +144,10 @@ TARGETED = {
     "stream_concurrent_first_max_ms",
     "wyoming_whole_ratio",
     "wyoming_ours_first_ms",
+    "job_rtf_ratio",
+    "job_rss_growth_mib",
+    "job_first_progress_s",
+    "job_live_final_ratio",
 }
 
 
