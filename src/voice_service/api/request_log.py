@@ -7,8 +7,9 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Path, Query
 
 from voice_service.api.request_log_schemas import LoggedRequest, RequestList
-from voice_service.books.requestlog.repository import UnknownCursor, find_request, page_requests
+from voice_service.books.requestlog.repository import find_request, page_requests
 from voice_service.core.errors import InvalidRequest, NotFound
+from voice_service.kit.paging import UnknownCursor
 from voice_service.web.deps import Context, UsageReader
 from voice_service.web.schemas import EXAMPLE_REQUEST_ID, error_responses
 

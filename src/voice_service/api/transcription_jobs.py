@@ -28,6 +28,7 @@ from voice_service.jobs.transcripts import MEDIA_TYPES, transcript_file
 from voice_service.jobs.worker import JobWorkers
 from voice_service.kit.db import transaction
 from voice_service.kit.outbound import OutboundPolicy
+from voice_service.kit.paging import UnknownCursor
 from voice_service.tenancy.principal import Principal
 from voice_service.transcription.service import known_languages, parse_language
 from voice_service.web.context import AppContext
@@ -274,7 +275,7 @@ async def list_jobs(
     async with context.sessions() as session:
         try:
             page = await repository.page_jobs(session, principal.org_id, limit=limit, before=before)
-        except repository.UnknownCursor:
+        except UnknownCursor:
             raise InvalidRequest(f"before: no job {before!r} in this organization.") from None
     return TranscriptionJobList(
         jobs=[TranscriptionJobOut.of(job, with_result=False) for job in page.jobs],

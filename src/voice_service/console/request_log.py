@@ -10,12 +10,12 @@ from voice_service.books.requestlog.repository import (
     ENDPOINTS,
     STATUS_CLASSES,
     BilledRequest,
-    UnknownCursor,
     find_request,
     page_requests,
 )
 from voice_service.console.auth import CurrentOrg, SignedInUser
 from voice_service.console.pages import render
+from voice_service.kit.paging import UnknownCursor
 from voice_service.web.deps import Context
 
 router = APIRouter()

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, select, tuple_, update
+from sqlalchemy import delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from voice_service.books.usage.caps import drop_hold
@@ -15,13 +15,10 @@ from voice_service.books.usage.charge import Charge
 from voice_service.books.usage.repository import add_usage
 from voice_service.core.models import TranscriptionJob
 from voice_service.core.vocabulary import JobStatus
+from voice_service.kit.paging import UnknownCursor, newest_first, page_of
 from voice_service.webhooks.repository import delete_job_url_deliveries
 
 _UNDER_WAY = (JobStatus.QUEUED.value, JobStatus.PROCESSING.value)
-
-
-class UnknownCursor(Exception):
-    """`before` names no job of the organization."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,24 +41,20 @@ async def page_jobs(
 ) -> JobPage:
     """Newest first (created_at, then id, both descending); a page continues strictly
     after the job `before` names."""
-    query = select(TranscriptionJob).where(TranscriptionJob.org_id == org_id)
+    after = None
     if before is not None:
         cursor = await find_job(session, org_id, before)
         if cursor is None:
             raise UnknownCursor(before)
-        query = query.where(
-            tuple_(TranscriptionJob.created_at, TranscriptionJob.id)
-            < tuple_(cursor.created_at, cursor.id)
-        )
-    rows = list(
-        await session.scalars(
-            query.order_by(TranscriptionJob.created_at.desc(), TranscriptionJob.id.desc()).limit(
-                limit + 1
-            )
-        )
+        after = (cursor.created_at, cursor.id)
+    query = newest_first(
+        select(TranscriptionJob).where(TranscriptionJob.org_id == org_id),
+        TranscriptionJob.created_at,
+        TranscriptionJob.id,
+        after=after,
+        limit=limit,
     )
-    more = len(rows) > limit
-    rows = rows[:limit]
+    rows, more = page_of(list(await session.scalars(query)), limit)
     return JobPage(rows, rows[-1].id if more else None)
 
 

@@ -16,13 +16,13 @@ from sqlalchemy import (
     Table,
     or_,
     select,
-    tuple_,
     update,
 )
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from voice_service.core.models import ApiKey, RequestLogEntry, UsageRecord, utcnow
 from voice_service.kit.db import insert_if_absent
+from voice_service.kit.paging import UnknownCursor, newest_first, page_of
 
 # last_used_at is a hint for operators; refreshing it at most once a minute keeps it off
 # the hot path's write volume.
@@ -117,10 +117,6 @@ ENDPOINTS = (
 )
 
 
-class UnknownCursor(LookupError):
-    """`before` names no request of the organization."""
-
-
 @dataclass(frozen=True, slots=True)
 class BilledRequest:
     """A request's log row and what it was billed: 0 units and no endpoint when it was not
@@ -162,28 +158,21 @@ async def page_requests(
     """Newest first in one total order (created_at, then request_id, both descending); a
     page continues strictly after the row `before` names."""
     query = _billed().where(RequestLogEntry.org_id == org_id)
+    after = None
     if before is not None:
         found = await find_request(session, org_id, before)
         if found is None:
             raise UnknownCursor(before)
-        cursor = found.entry
-        query = query.where(
-            tuple_(RequestLogEntry.created_at, RequestLogEntry.request_id)
-            < tuple_(cursor.created_at, cursor.request_id)
-        )
+        after = (found.entry.created_at, found.entry.request_id)
     if status_class is not None:
         hundreds = int(status_class[0]) * 100
         query = query.where(RequestLogEntry.status.between(hundreds, hundreds + 99))
     if endpoint is not None:
         query = query.where(RequestLogEntry.path.endswith("/" + endpoint, autoescape=True))
-    result = await session.execute(
-        query.order_by(RequestLogEntry.created_at.desc(), RequestLogEntry.request_id.desc()).limit(
-            limit + 1
-        )
+    query = newest_first(
+        query, RequestLogEntry.created_at, RequestLogEntry.request_id, after=after, limit=limit
     )
-    rows = [_as_billed(row) for row in result]
-    more = len(rows) > limit
-    rows = rows[:limit]
+    rows, more = page_of([_as_billed(row) for row in await session.execute(query)], limit)
     return RequestPage(rows, rows[-1].entry.request_id if more else None)
 
 
