@@ -12,10 +12,8 @@ jobs run, against the same session on the idle node.
 from __future__ import annotations
 
 import asyncio
-import io
 import statistics
 import time
-import wave
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -26,6 +24,7 @@ import numpy.typing as npt
 
 from bench import realtime
 from bench.speech_set import real_clips
+from voice_service.audio.encode import wav_of
 from voice_service.audio.pieces import PieceCutter
 from voice_service.audio.vad import RATE
 
@@ -43,16 +42,6 @@ def long_recording(seconds: float) -> npt.NDArray[np.float32]:
     turn = np.concatenate([part for clip in real_clips() for part in (clip.audio, gap)])
     repeats = int(np.ceil(seconds * RATE / turn.size))
     return np.tile(turn, repeats)[: round(seconds * RATE)]
-
-
-def wav(samples: npt.NDArray[np.float32]) -> bytes:
-    out = io.BytesIO()
-    with wave.open(out, "wb") as file:
-        file.setnchannels(1)
-        file.setsampwidth(2)
-        file.setframerate(RATE)
-        file.writeframes(np.round(np.clip(samples, -1, 1) * 32767).astype("<i2").tobytes())
-    return out.getvalue()
 
 
 class Jobs:
@@ -101,7 +90,7 @@ def measure(
     jobs = Jobs(base, auth)
     seconds = QUICK_SECONDS if quick else HOUR
     recording = long_recording(seconds)
-    audio = wav(recording)
+    audio = wav_of(recording, RATE)
 
     def one_job() -> dict[str, Any]:
         accepted = time.perf_counter()
@@ -122,7 +111,7 @@ def measure(
 
     pieces = _speech_pieces(recording)
     sample = pieces if quick else pieces[::SAMPLE_EVERY]
-    sync_s = sum(jobs.sync_seconds(wav(piece)) for piece in sample)
+    sync_s = sum(jobs.sync_seconds(wav_of(piece, RATE)) for piece in sample)
     sampled_audio_s = sum(piece.size for piece in sample) / RATE
     speech_audio_s = sum(piece.size for piece in pieces) / RATE
     sync_rtf = sync_s * (speech_audio_s / sampled_audio_s) / seconds
@@ -169,7 +158,7 @@ def _live_beside_jobs(
 
     asyncio.run(realtime.live_session(url, key, recording))  # warm
     idle = asyncio.run(sessions())
-    busy_audio = wav(long_recording(QUICK_SECONDS if quick else 600.0))
+    busy_audio = wav_of(long_recording(QUICK_SECONDS if quick else 600.0), RATE)
     running = [jobs.submit(busy_audio)["id"] for _ in range(BUSY_JOBS)]
     try:
         while not any(jobs.get(job_id)["progress_seconds"] > 0 for job_id in running):

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import io
-import wave
 from typing import Any
 
 import httpx
@@ -14,6 +12,7 @@ import numpy.typing as npt
 from bench.speech_set import real_clips
 
 from tests.helpers.app import Tenant
+from voice_service.audio.encode import wav_of
 
 RATE = 16_000
 GAP_SECONDS = 1.5  # between recordings: a pause the piece cutter cuts at
@@ -50,14 +49,8 @@ def one_recording() -> npt.NDArray[np.float32]:
 
 
 def wav_bytes(samples: npt.NDArray[np.float32]) -> bytes:
-    """16-bit mono WAV at 16 kHz, which decodes back to the same samples."""
-    out = io.BytesIO()
-    with wave.open(out, "wb") as wav:
-        wav.setnchannels(1)
-        wav.setsampwidth(2)
-        wav.setframerate(RATE)
-        wav.writeframes((np.clip(samples, -1, 1) * 32767).astype("<i2").tobytes())
-    return out.getvalue()
+    """16-bit mono WAV at 16 kHz, as a job's piece is sent to a provider."""
+    return wav_of(samples, RATE)
 
 
 async def submit(
