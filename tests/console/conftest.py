@@ -14,7 +14,13 @@ from tests.helpers.servers import Server, running_server
 
 @pytest.fixture(scope="package")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with running_server(tmp_path_factory.mktemp("console-server")) as running:
+    # The webhooks pages' tests have receivers on 127.0.0.1, which the operator allows
+    # here, and a delivery that fails is retried once, a second later.
+    with running_server(
+        tmp_path_factory.mktemp("console-server"),
+        outbound_allowed_hosts="127.0.0.1",
+        webhook_retry_seconds="1",
+    ) as running:
         yield running
 
 

@@ -14,6 +14,15 @@ import pytest
 
 from tests.helpers import speech_clips as clips
 from tests.helpers.console import ARTIFACTS, PASSWORD, Customer, cli, new_customer
+from tests.helpers.console_jobs import (
+    api_get,
+    deliveries,
+    polled,
+    receiving,
+    settled_job,
+    short_recording,
+    submit_job,
+)
 from tests.helpers.servers import Server
 
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -235,11 +244,95 @@ def test_a_voice_named_like_a_script_shows_as_text(
     expect(page.get_by_role("row", name=name).get_by_text(name, exact=True)).to_be_visible()
 
 
+def test_jobs_and_webhooks(page: Any, server: Server, alice: Customer) -> None:
+    """A webhook made on its page is told of a job the API ran; the job's SRT downloads
+    from the Jobs page, and the webhook's page sends its delivery again."""
+    with receiving() as receiver:
+        sign_in(page, server, alice.email)
+        page.get_by_role("link", name=alice.org_name, exact=True).click()
+        page.get_by_role("link", name="Webhooks", exact=True).click()
+        expect(page.get_by_role("heading", name="Webhooks")).to_be_visible()
+        page.get_by_role("button", name="Create webhook").click()
+        url = receiver.url("/hooks/browser")
+        page.get_by_label("URL", exact=True).fill(url)
+        page.get_by_label("Description").fill("Browser test")
+        page.get_by_role("button", name="Create", exact=True).click()
+        secret = page.get_by_label("New signing secret").inner_text().strip()
+        assert re.fullmatch(r"whsec_[A-Za-z0-9+/]+=*", secret)
+        expect(page.get_by_role("button", name="Copy")).to_be_visible()
+        shoot(page, "webhooks-new-secret")
+        page.reload()
+        expect(page.get_by_label("New signing secret")).to_have_count(0)
+        expect(page.get_by_role("row", name=url)).to_contain_text("Enabled")
+        shoot(page, "webhooks")
+
+        job = submit_job(server, server.api_key, short_recording())
+        done = settled_job(server, server.api_key, job["id"])
+        assert done["status"] == "completed", done
+        page.get_by_role("link", name="Jobs", exact=True).click()
+        row = page.get_by_role("row", name=re.compile(job["id"]))
+        expect(row.get_by_role("cell").nth(2)).to_have_text("completed")
+        expect(row.get_by_role("progressbar", name="Transcribed")).to_have_attribute("value", "100")
+        expect(row.get_by_role("cell").nth(5)).to_have_text(str(done["units"]))
+        table = page.get_by_role("table", name="Transcription jobs")
+        # Every column on a laptop's screen; on a phone the table scrolls inside its card.
+        assert table.evaluate("t => t.parentElement.scrollWidth <= t.parentElement.clientWidth")
+        shoot(page, "jobs")
+        with page.expect_download() as download:
+            row.get_by_role("link", name=re.compile("^SRT")).click()
+        assert download.value.suggested_filename == f"{job['id']}.srt"
+        srt = api_get(server, server.api_key, f"/transcription-jobs/{job['id']}", format="srt")
+        assert Path(download.value.path()).read_text() == srt.text
+
+        page.get_by_role("link", name="Webhooks", exact=True).click()
+        page.get_by_role("link", name=url).click()
+        hook_id = page.url.rsplit("/", 1)[-1]
+        (delivery,) = polled(
+            lambda: (
+                [d for d in deliveries(server, server.api_key, hook_id) if d["attempts"]] or None
+            ),
+            "the job's completion was never delivered",
+        )
+        page.reload()
+        row = page.get_by_role("row", name=re.compile(delivery["id"]))
+        expect(row).to_contain_text("delivered")
+        shoot(page, "webhook")
+        row.get_by_role("button", name=re.compile("^Redeliver")).click()
+        notice = page.get_by_role("status")
+        expect(notice).to_have_text(f"Delivery {delivery['id']} queued to be sent again.")
+        polled(
+            lambda: receiver.answers_to(delivery["id"]) == [200, 200] or None,
+            "the receiver never got the delivery again",
+        )
+        polled(
+            lambda: len(deliveries(server, server.api_key, hook_id)[0]["attempts"]) == 2 or None,
+            "the second attempt was never recorded",
+        )
+        page.reload()
+        expect(row.get_by_role("listitem")).to_have_count(2)
+        shoot(page, "webhook-redelivered")
+
+        table = page.get_by_role("table", name=re.compile("^Deliveries"))
+        assert table.evaluate("t => t.parentElement.scrollWidth <= t.parentElement.clientWidth")
+        expect(row.get_by_role("button", name=re.compile("^Redeliver"))).to_be_in_viewport(ratio=1)
+        page.set_viewport_size(PHONE)
+        assert page.evaluate("document.scrollingElement.scrollWidth") <= PHONE["width"]
+        assert table.evaluate("t => t.parentElement.scrollWidth > t.parentElement.clientWidth")
+        shoot(page, "phone-webhook")
+        page.set_viewport_size(DESKTOP)
+
+        page.get_by_role("button", name="Delete").click()
+        shoot(page, "webhook-delete-confirm")
+        page.get_by_role("button", name="Yes, delete this webhook").click()
+        expect(page.get_by_role("heading", name="Webhooks")).to_be_visible()
+        expect(page.get_by_role("row", name=url)).to_have_count(0)
+
+
 def test_phone_layout_and_other_accounts(
     browser: Any, server: Server, alice: Customer, mallory: Customer
 ) -> None:
     context, page = signed_in(browser, server, alice.email, viewport=PHONE, is_mobile=True)
-    for name in ("keys", "voices", "usage"):
+    for name in ("keys", "voices", "usage", "jobs", "webhooks"):
         page.goto(f"{server.root}/console/orgs/{alice.org_id}/{name}")
         width = page.evaluate("document.documentElement.scrollWidth")
         assert width <= PHONE["width"], f"{name} is {width} px wide on a phone"

@@ -127,7 +127,9 @@ def test_sign_out_ends_the_session_on_the_server(server: Server, alice: Customer
         assert response.headers["location"] == "/console/sign-in"
 
 
-@pytest.mark.parametrize("page", ["keys", "usage", "requests", "voices", "usage.csv"])
+@pytest.mark.parametrize(
+    "page", ["keys", "usage", "requests", "jobs", "webhooks", "voices", "usage.csv"]
+)
 def test_another_accounts_organization_is_not_found(
     server: Server, alice: Customer, mallory: Customer, page: str
 ) -> None:

@@ -22,6 +22,12 @@ class Action(StrEnum):
     KEY_REVOKED = "key_revoked"
     VOICE_CLONED = "voice_cloned"
     VOICE_DELETED = "voice_deleted"
+    JOB_CANCELLED = "job_cancelled"
+    WEBHOOK_CREATED = "webhook_created"
+    WEBHOOK_ENABLED = "webhook_enabled"
+    WEBHOOK_DISABLED = "webhook_disabled"
+    WEBHOOK_DELETED = "webhook_deleted"
+    DELIVERY_REDELIVERED = "delivery_redelivered"
 
 
 def record_event(

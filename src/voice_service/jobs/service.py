@@ -142,22 +142,30 @@ def _measure(path: Path, accepted: AcceptedAudio, max_seconds: float) -> Fractio
     return measure_audio(path, max_seconds=max_seconds, fmt=identify_audio(path, accepted))
 
 
+async def cancel_job(
+    runtime: Runtime, queue: SqlQueue, job: TranscriptionJob
+) -> TranscriptionJob | None:
+    """Cancel a job under way: kept, cancelled, billed nothing; None if it has ended."""
+    async with transaction(runtime.sessions) as session:
+        if not await repository.cancel(session, job, runtime.books.clock()):
+            return None
+    queued = await queue.job(job.id)
+    if queued is not None:  # a worker running it stops at its next piece
+        await queue.abort(queued, "cancelled")
+    await audio_let_go(runtime, job)
+    async with runtime.sessions() as session:
+        return await repository.job_by_id(session, job.id)
+
+
 async def cancel_or_delete(
     runtime: Runtime, queue: SqlQueue, job: TranscriptionJob
 ) -> TranscriptionJob | None:
     """Cancel a job under way (it is kept, cancelled, billed nothing), or delete one that
     has ended with its audio and transcript (None)."""
     if not JobStatus(job.status).ended:
-        async with transaction(runtime.sessions) as session:
-            cancelled = await repository.cancel(session, job, runtime.books.clock())
-        if cancelled:
-            queued = await queue.job(job.id)
-            if queued is not None:  # a worker running it stops at its next piece
-                await queue.abort(queued, "cancelled")
-            await audio_let_go(runtime, job)
-            async with runtime.sessions() as session:
-                found = await repository.job_by_id(session, job.id)
-            return found
+        cancelled = await cancel_job(runtime, queue, job)
+        if cancelled is not None:
+            return cancelled
         # It ended meanwhile: deleted below, as any ended job.
     async with transaction(runtime.sessions) as session:
         await repository.delete_job(session, job.id)
