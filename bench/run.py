@@ -551,7 +551,7 @@ def transcription_jobs(svc: Service, plan: Plan, key: str) -> tuple[list[Figure]
         svc.base, svc.auth, key, plan.quick, functools.partial(_peak_rss_growth, svc.server.pid)
     )
     got = jobs.summary(results)
-    hour = "an hour" if not plan.quick else "half a minute"
+    hour = "an hour" if not plan.quick else "15 s"
     figures = [
         Figure("job_rtf_ratio", f"18. job of {hour}: RTF / the sync endpoint's on its pieces",
                got["rtf_ratio"], "x", "<=", 1.1),

@@ -58,6 +58,16 @@ OPERATIONS = {
     ("/webhooks/{webhook_id}", "patch"): {"200", "400", "401", "403", "404", "429"},
     ("/webhooks/{webhook_id}", "delete"): {"204", "401", "403", "404", "429"},
     ("/webhooks/{webhook_id}/deliveries", "get"): {"200", "400", "401", "403", "404", "429"},
+    ("/webhooks/signing-secret", "post"): {"201", "401", "403", "429"},
+    ("/webhooks/signing-secret", "get"): {"200", "401", "403", "404", "429"},
+    ("/transcription-jobs/{job_id}/deliveries", "get"): {"200", "401", "403", "404", "429"},
+    ("/transcription-jobs/{job_id}/deliveries/{delivery_id}/redeliver", "post"): {
+        "202",
+        "401",
+        "403",
+        "404",
+        "429",
+    },
     ("/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver", "post"): {
         "202",
         "401",

@@ -32,7 +32,7 @@ def wait_for_job(
 
 
 def test_a_job_cut_off_by_a_kill_completes_once_after_a_restart(tmp_path: Path) -> None:
-    audio = conversation(rounds=2)
+    audio = conversation(rounds=1)
     received: list[dict[str, str]] = []
 
     def receive(_method: str, _path: str, headers: dict[str, str], _body: bytes) -> Any:

@@ -4,6 +4,7 @@ job can end leaves the books right."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any
 
@@ -12,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 from bench.wer import words
+from saq.job import Status
 from sqlalchemy import select
 
 from tests.helpers.api import assert_error, usage_units
@@ -26,6 +28,8 @@ from voice_service.inference.engines import Engines
 from voice_service.settings import Settings
 
 pytestmark = pytest.mark.anyio
+
+ENDED = (Status.ABORTED, Status.COMPLETE, Status.FAILED)  # a queue entry no worker runs
 
 
 async def test_a_job_is_the_sync_transcript_of_each_of_its_pieces(
@@ -190,6 +194,32 @@ async def test_cancel_bills_nothing_and_frees_the_held_units(
     # A cancelled job is ended: deleting it again removes it.
     gone = await client.delete(f"/transcription-jobs/{job['id']}", headers=tenant.headers)
     assert gone.status_code == 204
+
+
+async def test_a_job_cancelled_while_it_runs_stops_billed_nothing(
+    client: httpx.AsyncClient, tenant: Tenant, tenants: Tenants, app: Any
+) -> None:
+    job = (await submit(client, tenant, wav_bytes(conversation(rounds=2)), language="en")).json()
+    url = f"/transcription-jobs/{job['id']}"
+
+    async def shown() -> dict[str, Any]:
+        answer: dict[str, Any] = (await client.get(url, headers=tenant.headers)).json()
+        return answer
+
+    async with asyncio.timeout(300):
+        while (await shown())["progress_seconds"] == 0:  # noqa: ASYNC110 (the node's own time)
+            await asyncio.sleep(0.2)
+    cancelled = await client.delete(url, headers=tenant.headers)
+    assert cancelled.status_code == 200, cancelled.text
+    assert cancelled.json()["status"] == "cancelled"  # it was processing
+    queue = app.state.context.jobs.queue
+    async with asyncio.timeout(300):  # its worker stops at the next piece
+        while (await queue.job(job["id"])).status not in ENDED:  # noqa: ASYNC110
+            await asyncio.sleep(0.2)
+    ended = (await client.get(url, headers=tenant.headers)).json()
+    assert (ended["status"], ended["units"], ended["result"]) == ("cancelled", None, None)
+    assert ended["progress_seconds"] < ended["duration_seconds"]
+    assert await usage_units(tenants, tenant.org_id) == []
 
 
 async def test_a_cap_refuses_a_job_its_units_would_pass(

@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi import Path as PathParam
 
+from voice_service.api.webhooks import DeliveryId
 from voice_service.audio.formats import NATIVE_AUDIO
 from voice_service.books.idempotency.fingerprint import fingerprint
 from voice_service.books.idempotency.keys import HEADER as IDEMPOTENCY_HEADER
@@ -357,7 +358,7 @@ async def job_deliveries(job_id: JobId, context: Context, principal: JobsReader)
 )
 async def redeliver_job_delivery(
     job_id: JobId,
-    delivery_id: Annotated[str, PathParam(openapi_examples={"a delivery": {"value": "msg_..."}})],
+    delivery_id: DeliveryId,
     context: Context,
     principal: JobsReader,
 ) -> DeliveryOut:

@@ -39,6 +39,7 @@ Manager = Annotated[Principal, Depends(require(Scope.WEBHOOKS))]
 WebhookId = Annotated[
     str, Path(openapi_examples={"a webhook": {"value": "wh_5e1a9c3b7d2f4e6a8b0c1d2e"}})
 ]
+DeliveryId = Annotated[str, Path(openapi_examples={"a delivery": {"value": "msg_..."}})]
 
 
 @router.post(
@@ -195,7 +196,7 @@ async def list_deliveries(
 )
 async def redeliver_one(
     webhook_id: WebhookId,
-    delivery_id: Annotated[str, Path(openapi_examples={"a delivery": {"value": "msg_..."}})],
+    delivery_id: DeliveryId,
     context: Context,
     principal: Manager,
 ) -> DeliveryOut:
