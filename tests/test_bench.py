@@ -109,6 +109,7 @@ FIGURES = {
     "job_sync_rtf",
     "job_rss_growth_mib",
     "job_first_progress_s",
+    "job_submit_s",
     "job_live_final_ratio",
     "job_live_idle_final_ms",
     "job_live_busy_final_ms",

@@ -182,10 +182,9 @@ class _PiecesUnderWay:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def add(
-        self, piece: Piece, transcribing: Coroutine[Any, Any, PieceResult] | None
-    ) -> None:
-        """A piece and its transcription (None: no speech in it), once there is room."""
+    async def add(self, piece: Piece, transcribing: Transcribing | None) -> None:
+        """A piece and its transcription (None: no speech in it); back once fewer than
+        `window` are under way."""
         task = asyncio.create_task(transcribing) if transcribing is not None else None
         self._pieces.append((piece, task))
         while len(self._pieces) >= self._window:

@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from voice_service.core.errors import InvalidRequest
 from voice_service.core.ids import new_id
 from voice_service.core.models import SigningSecret, Webhook, WebhookDelivery
+from voice_service.kit.db import insert_if_absent
 from voice_service.kit.job_queue import SqlQueue
 from voice_service.kit.outbound import OutboundPolicy, OutboundRefused
 from voice_service.webhooks import repository
@@ -121,10 +122,15 @@ async def emit(
 async def rotate_signing_secret(session: AsyncSession, org_id: str, now: datetime) -> SigningSecret:
     """The organization's new signing secret (its first, or one in place of the last,
     which goes on signing beside it for `ROTATION_OVERLAP`)."""
+    # Two first calls at once: one makes it, the other rotates it.
+    made = await session.execute(
+        insert_if_absent(session.get_bind().dialect, SigningSecret).values(
+            org_id=org_id, secret=new_secret(), created_at=now
+        )
+    )
     found = await session.get(SigningSecret, org_id, with_for_update=True)
-    if found is None:
-        found = SigningSecret(org_id=org_id, secret=new_secret(), created_at=now)
-        session.add(found)
+    assert found is not None
+    if made.rowcount:  # type: ignore[attr-defined]
         return found
     found.previous, found.previous_until = found.secret, now + ROTATION_OVERLAP
     found.secret, found.created_at = new_secret(), now
