@@ -813,6 +813,21 @@ def provider_path(
 # --- the run --------------------------------------------------------------------------------
 
 
+Step = tuple[str, Callable[[], tuple[list[Figure], dict[str, Any]]]]  # a name, what it measures
+
+
+def _measured(steps: list[Step], only: frozenset[str], details: dict[str, Any]) -> list[Figure]:
+    """The steps' figures (those `only` names, if it names any); their details by name."""
+    figures: list[Figure] = []
+    for name, step in steps:
+        if only and name not in only:
+            continue
+        print(f"measuring {name} ...", flush=True)
+        step_figures, details[name] = step()
+        figures += step_figures
+    return figures
+
+
 def run(plan: Plan, work: Path, only: frozenset[str] = frozenset()) -> dict[str, Any]:
     """Every step, or those named in `only`."""
     started = time.perf_counter()
@@ -830,7 +845,7 @@ def run(plan: Plan, work: Path, only: frozenset[str] = frozenset()) -> dict[str,
         pcm = piper.synthesize(VOICE_KEY, CLIP_TEXT)
         clip = work / "clip.mp3"
         clip.write_bytes(encode_mp3(pcm))
-        steps: list[tuple[str, Callable[[], tuple[list[Figure], dict[str, Any]]]]] = [
+        steps: list[Step] = [
             # First, on the idle server: the issue's bound is growth over the idle size,
             # and later steps leave onnxruntime's arena grown to their own peak.
             ("tts_memory", lambda: tts_memory(svc, plan)),
@@ -851,27 +866,17 @@ def run(plan: Plan, work: Path, only: frozenset[str] = frozenset()) -> dict[str,
             steps.insert(2, ("gateway_workers", lambda: gateway_workers(plan, work)))
         else:
             print(f"no Redis answers at {REDIS_URL}: the figure with 2 workers is left out")
-        for name, step in steps:
-            if only and name not in only:
-                continue
-            print(f"measuring {name} ...", flush=True)
-            step_figures, details[name] = step()
-            figures += step_figures
+        figures += _measured(steps, only, details)
         svc.client.close()
     finally:
         server.stop()
     # In-process; the server is no longer needed.
-    in_process: list[tuple[str, Callable[[], tuple[list[Figure], dict[str, Any]]]]] = [
+    in_process: list[Step] = [
         ("cloning", lambda: cloning(plan)),
         ("voice_quality", lambda: voice_quality(plan)),
         ("transcription_quality", lambda: transcription_quality(plan)),
     ]
-    for name, step in in_process:
-        if only and name not in only:
-            continue
-        print(f"measuring {name} ...", flush=True)
-        step_figures, details[name] = step()
-        figures += step_figures
+    figures += _measured(in_process, only, details)
     return {
         "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
         "quick": plan.quick,
