@@ -365,8 +365,10 @@ async def redeliver_job_delivery(
     assert context.deliveries is not None
     await _find(context, principal, job_id)
     async with transaction(context.sessions) as session:
-        delivery = await webhooks.find_delivery(session, principal.org_id, delivery_id)
-        if delivery is None or delivery.job_id != job_id:
+        delivery = await webhooks.find_delivery(
+            session, principal.org_id, delivery_id, job_id=job_id
+        )
+        if delivery is None:
             raise NotFound(f"No delivery with id {delivery_id!r} of this job.")
         await redeliver(session, context.deliveries.queue, delivery)
         return DeliveryOut.of(*await webhooks.with_attempts(session, delivery))

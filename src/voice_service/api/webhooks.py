@@ -203,8 +203,10 @@ async def redeliver_one(
     assert context.deliveries is not None
     async with transaction(context.sessions) as session:
         await _find(session, principal, webhook_id)
-        delivery = await repository.find_delivery(session, principal.org_id, delivery_id)
-        if delivery is None or delivery.webhook_id != webhook_id:
+        delivery = await repository.find_delivery(
+            session, principal.org_id, delivery_id, webhook_id=webhook_id
+        )
+        if delivery is None:
             raise NotFound(f"No delivery with id {delivery_id!r} of this webhook.")
         await redeliver(session, context.deliveries.queue, delivery)
         return DeliveryOut.of(*await repository.with_attempts(session, delivery))

@@ -223,8 +223,8 @@ async def redeliver_action(
         raise PageNotFound()
     async with transaction(context.sessions) as session:
         hook = await _find(session, org, webhook_id)
-        delivery = await repository.find_delivery(session, org.id, delivery_id)
-        if delivery is None or delivery.webhook_id != hook.id:
+        delivery = await repository.find_delivery(session, org.id, delivery_id, webhook_id=hook.id)
+        if delivery is None:
             raise PageNotFound()
         await redeliver(session, context.deliveries.queue, delivery)
         record_user_action(

@@ -107,13 +107,23 @@ async def _with_attempts(
 
 
 async def find_delivery(
-    session: AsyncSession, org_id: str, delivery_id: str
+    session: AsyncSession,
+    org_id: str,
+    delivery_id: str,
+    *,
+    webhook_id: str | None = None,
+    job_id: str | None = None,
 ) -> WebhookDelivery | None:
-    return await session.scalar(
-        select(WebhookDelivery).where(
-            WebhookDelivery.id == delivery_id, WebhookDelivery.org_id == org_id
-        )
+    """The organization's delivery, if it went to `webhook_id` or told of `job_id` (where
+    given); None for any other, as for one that does not exist."""
+    query = select(WebhookDelivery).where(
+        WebhookDelivery.id == delivery_id, WebhookDelivery.org_id == org_id
     )
+    if webhook_id is not None:
+        query = query.where(WebhookDelivery.webhook_id == webhook_id)
+    if job_id is not None:
+        query = query.where(WebhookDelivery.job_id == job_id)
+    return await session.scalar(query)
 
 
 async def attempted(
