@@ -60,7 +60,8 @@ MARGIN = 5.0
 # Whisper + Piper load in every worker, all of them at once on 2 cores.
 START_TIMEOUT = 240.0
 SETTLE_TIMEOUT = 90.0
-JOB_LEASE_SECONDS = 4
+# Long enough that a heartbeat held up on a loaded machine is not taken for a dead node.
+JOB_LEASE_SECONDS = 8
 DB_POOL_SIZE = 3
 DB_MAX_OVERFLOW = 2
 

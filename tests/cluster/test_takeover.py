@@ -63,5 +63,8 @@ def test_a_job_whose_node_is_killed_completes_once_on_the_other(cluster: Cluster
     )
     (payload,) = cluster.db.rows("SELECT job FROM queue_jobs WHERE key = :key", key=job_id)
     taken_over = json.loads(payload[0])
-    assert taken_over["attempts"] == 2
+    # Run again after the kill, and ended on the other node. (A heartbeat that a loaded machine
+    # holds up past the lease is also taken over: that run is one more attempt, still billed
+    # once, as checked above.)
+    assert taken_over["attempts"] >= 2, taken_over
     assert int(taken_over["worker_id"].split(":")[1]) in other.worker_pids()
