@@ -1,0 +1,193 @@
+"""Conversations of real voices for judging diarization, with the truth of who spoke when.
+
+Written down before any tuning, and kept in two halves that share no speaker: the
+development half is what the diarizer's settings were chosen on, the held-out half is what
+the benchmark reports.
+
+Voices (none made with the service's own engines):
+- Debian's `pocketsphinx-testdata` (`.ci/run` installs it): the LibriVox reader (5 clips),
+  the playing-card caller (5), and the speaker of the commands and digit strings (4);
+- the sample recordings `pytest-audioeval` ships (a dev dependency), three clips per
+  language; by their d-vectors the Spanish, Polish and Portuguese clips are one voice and
+  every other language has its own.
+
+Held out: the LibriVox reader, the card caller, the es/pl/pt voice, hi, zh.
+Development: the command speaker, en, fr, it, ja.
+
+Each half has 2-, 3- and 4-speaker conversations, four of each, from a seeded generator:
+speakers drawn from the half, each speaker's clips shuffled and used once (so a speaker has as
+many turns as clips, at most `TURNS_PER_SPEAKER`), turn order random with no speaker twice in
+a row, a pause of 0.1-1.0 s between turns. Every clip is trimmed to its speech (Silero VAD)
+and brought to one loudness, so a turn is 1-7 s of one person. The same conversations come
+twice: laid end to end, and with each turn starting early over the one before, so that
+10 % of the speech time is two people at once.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
+from importlib.resources import files
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+from faster_whisper.vad import VadOptions, get_speech_timestamps
+
+from bench.speech_set import POCKETSPHINX_DATA, SAMPLE_RATE, read_recording
+
+Audio = npt.NDArray[np.float32]
+
+_LIBRIVOX = "librivox/sense_and_sensibility_01_austen_64kb-{}.wav"
+_POCKETSPHINX_VOICES = {
+    "librivox reader": tuple(_LIBRIVOX.format(n) for n in ("0870", "0880", "0890", "0920", "0930")),
+    "card caller": tuple(f"cards/00{n}.wav" for n in range(1, 6)),
+    "command speaker": (
+        "goforward.raw",
+        "numbers.raw",
+        "something.raw",
+        "tidigits/dhd.2934z.raw",
+    ),
+}
+# pytest-audioeval's voices, by the languages whose clips each one speaks.
+_AUDIOEVAL_VOICES = {
+    "audioeval en": ("en",),
+    "audioeval es/pl/pt": ("es", "pl", "pt"),
+    "audioeval fr": ("fr",),
+    "audioeval hi": ("hi",),
+    "audioeval it": ("it",),
+    "audioeval ja": ("ja",),
+    "audioeval zh": ("zh",),
+}
+HELD_OUT = ("librivox reader", "card caller", "audioeval es/pl/pt", "audioeval hi", "audioeval zh")
+DEVELOPMENT = ("command speaker", "audioeval en", "audioeval fr", "audioeval it", "audioeval ja")
+SPEAKER_COUNTS = (2, 3, 4)
+PER_COUNT = 4
+TURNS_PER_SPEAKER = 4
+PAUSE_SECONDS = (0.1, 1.0)
+OVERLAP_SHARE = 0.10
+_SEEDS = {"held-out": 36, "development": 3600}
+_TRIM_MARGIN = 0.05  # seconds of a clip kept either side of its speech
+_LOUDNESS_DBFS = -23.0
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    speaker: str
+    start: float
+    end: float
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    name: str
+    audio: Audio  # 16 kHz mono
+    turns: tuple[Turn, ...]  # the truth, in start order
+
+    @property
+    def speakers(self) -> frozenset[str]:
+        return frozenset(turn.speaker for turn in self.turns)
+
+
+def conversations(half: str, *, overlap: bool) -> list[Conversation]:
+    """The half's conversations ("held-out" or "development"), end to end or overlapping."""
+    speakers = HELD_OUT if half == "held-out" else DEVELOPMENT
+    rng = random.Random(_SEEDS[half])
+    made = []
+    for count in SPEAKER_COUNTS:
+        for index in range(PER_COUNT):
+            chosen = sorted(rng.sample(speakers, count))
+            turns = list(_turn_order(rng, chosen))
+            pauses = [rng.uniform(*PAUSE_SECONDS) for _ in turns[1:]]
+            name = f"{half}/{count}-speakers/{index}{'/overlap' if overlap else ''}"
+            made.append(_laid_out(name, turns, pauses, overlap))
+    return made
+
+
+def _turn_order(rng: random.Random, speakers: list[str]) -> Iterator[tuple[str, Audio]]:
+    left = {}
+    for speaker in speakers:
+        clips = list(voice_clips(speaker))
+        rng.shuffle(clips)
+        left[speaker] = clips[:TURNS_PER_SPEAKER]
+    previous = None
+    while any(left.values()):
+        choices = [s for s in speakers if left[s] and s != previous] or [
+            s for s in speakers if left[s]
+        ]
+        speaker = rng.choice(choices)
+        yield speaker, left[speaker].pop()
+        previous = speaker
+
+
+def _laid_out(
+    name: str, turns: list[tuple[str, Audio]], pauses: list[float], overlap: bool
+) -> Conversation:
+    starts = [0.0]
+    lengths = [clip.size / SAMPLE_RATE for _, clip in turns]
+    steps = pauses
+    if overlap:
+        # Each change of speaker overlaps in proportion to the shorter of its two turns, scaled
+        # so that the overlaps add up to OVERLAP_SHARE of the speech time (a speaker who goes
+        # on after a pause does not overlap himself).
+        changes = [a != b for (a, _), (b, _) in itertools.pairwise(turns)]
+        shorter = [
+            min(a, b) if changed else 0.0
+            for a, b, changed in zip(lengths, lengths[1:], changes, strict=False)
+        ]
+        overlapped = OVERLAP_SHARE * sum(lengths) / (1 + OVERLAP_SHARE)
+        scale = overlapped / sum(shorter)
+        steps = [
+            -scale * s if changed else pause
+            for s, changed, pause in zip(shorter, changes, pauses, strict=True)
+        ]
+    for length, step in zip(lengths, steps, strict=False):
+        starts.append(starts[-1] + length + step)
+    total = max(start + length for start, length in zip(starts, lengths, strict=True))
+    audio = np.zeros(round(total * SAMPLE_RATE) + 1, dtype=np.float32)
+    for start, (_, clip) in zip(starts, turns, strict=True):
+        at = round(start * SAMPLE_RATE)
+        audio[at : at + clip.size] += clip
+    truth = tuple(
+        Turn(speaker, start, start + length)
+        for start, length, (speaker, _) in zip(starts, lengths, turns, strict=True)
+    )
+    return Conversation(name, audio, truth)
+
+
+@cache
+def voice_clips(speaker: str) -> tuple[Audio, ...]:
+    """The speaker's clips, trimmed to speech and brought to one loudness."""
+    if speaker in _POCKETSPHINX_VOICES:
+        raw = [read_recording(name) for name in _POCKETSPHINX_VOICES[speaker]]
+    else:
+        paths = _audioeval_paths(_AUDIOEVAL_VOICES[speaker])
+        raw = [read_recording(path.name, path.parent) for path in paths]
+    return tuple(_trimmed(clip) for clip in raw)
+
+
+def _audioeval_paths(languages: tuple[str, ...]) -> list[Path]:
+    root = Path(str(files("pytest_audioeval") / "samples" / "audio"))
+    return [path for language in languages for path in sorted((root / language).glob("*.wav"))]
+
+
+def _trimmed(clip: Audio) -> Audio:
+    speech = get_speech_timestamps(clip, VadOptions(speech_pad_ms=0))
+    if not speech:
+        raise ValueError("a voice clip without speech")
+    margin = round(_TRIM_MARGIN * SAMPLE_RATE)
+    start = max(0, speech[0]["start"] - margin)
+    end = min(clip.size, speech[-1]["end"] + margin)
+    trimmed = clip[start:end]
+    rms = float(np.sqrt(np.mean(trimmed**2)))
+    gain = 10 ** (_LOUDNESS_DBFS / 20) / max(rms, 1e-6)
+    return (trimmed * gain).astype(np.float32)
+
+
+def check_data() -> None:
+    """Fail early and plainly where the recordings are not installed."""
+    read_recording(_POCKETSPHINX_VOICES["card caller"][0], POCKETSPHINX_DATA)
+    _audioeval_paths(("en",))
