@@ -33,6 +33,7 @@ from functools import cache
 from importlib.resources import files
 from pathlib import Path
 
+import av
 import numpy as np
 import numpy.typing as npt
 from faster_whisper.vad import VadOptions, get_speech_timestamps
@@ -165,13 +166,23 @@ def voice_clips(speaker: str) -> tuple[Audio, ...]:
         raw = [read_recording(name) for name in _POCKETSPHINX_VOICES[speaker]]
     else:
         paths = _audioeval_paths(_AUDIOEVAL_VOICES[speaker])
-        raw = [read_recording(path.name, path.parent) for path in paths]
+        raw = [_float_wav(path) for path in paths]
     return tuple(_trimmed(clip) for clip in raw)
 
 
 def _audioeval_paths(languages: tuple[str, ...]) -> list[Path]:
     root = Path(str(files("pytest_audioeval") / "samples" / "audio"))
     return [path for language in languages for path in sorted((root / language).glob("*.wav"))]
+
+
+def _float_wav(path: Path) -> Audio:
+    """A 32-bit float WAV (as pytest-audioeval ships them), 16 kHz mono."""
+    with av.open(str(path)) as container:
+        stream = container.streams.audio[0]
+        if (stream.rate, stream.channels) != (SAMPLE_RATE, 1):
+            raise ValueError(f"{path} is not 16 kHz mono")
+        frames = [frame.to_ndarray().reshape(-1) for frame in container.decode(stream)]
+    return np.concatenate(frames).astype(np.float32)
 
 
 def _trimmed(clip: Audio) -> Audio:
