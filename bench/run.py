@@ -39,6 +39,7 @@ from bench import (
     tts_quality,
     wyoming_piper,
 )
+from bench import diarization as diarization_bench
 from bench.procs import (
     PYTHON,
     REPO,
@@ -673,6 +674,35 @@ def cloning(plan: Plan) -> tuple[list[Figure], dict[str, Any]]:
     return figures, details
 
 
+# --- 19. who spoke when -------------------------------------------------------------------
+
+
+def diarization(plan: Plan) -> tuple[list[Figure], dict[str, Any]]:
+    """DER, JER and speaker counts on real voices' held-out conversations, beside a peer
+    clustering of the same d-vectors (spectralcluster); --quick scores the 2-speaker ones
+    without overlap."""
+    result = diarization_bench.measure(quick=plan.quick)
+    figures = []
+    for key, label in (("overlap_free", "without overlap"), ("overlapping", "10 % overlap")):
+        if f"diarization_der_{key}" not in result:
+            continue
+        target = diarization_bench.TARGETS[key.replace("_", "-")]
+        figures += [
+            Figure(f"diarization_der_{key}", f"19. diarization DER, {label}",
+                   result[f"diarization_der_{key}"], "fraction", "<=", target),
+            Figure(f"diarization_count_exact_{key}", f"19. speaker count exact, {label}",
+                   result[f"diarization_count_exact_{key}"], "fraction", ">=",
+                   diarization_bench.COUNT_TARGET),
+            Figure(f"diarization_jer_{key}", f"19. diarization JER, {label}",
+                   result[f"diarization_jer_{key}"], "fraction"),
+            Figure(f"diarization_peer_der_{key}", f"19. peer (spectralcluster) DER, {label}",
+                   result[f"diarization_peer_der_{key}"], "fraction"),
+            Figure(f"diarization_rtf_{key}", f"19. diarization RTF (one core), {label}",
+                   result[f"diarization_rtf_{key}"], "RTF", "<=", diarization_bench.RTF_TARGET),
+        ]  # fmt: skip
+    return figures, result
+
+
 # --- 10-12. what users hear ---------------------------------------------------------------
 
 
@@ -872,6 +902,7 @@ def run(plan: Plan, work: Path, only: frozenset[str] = frozenset()) -> dict[str,
         server.stop()
     # In-process; the server is no longer needed.
     in_process: list[Step] = [
+        ("diarization", lambda: diarization(plan)),
         ("cloning", lambda: cloning(plan)),
         ("voice_quality", lambda: voice_quality(plan)),
         ("transcription_quality", lambda: transcription_quality(plan)),

@@ -7,9 +7,11 @@ from fastapi import APIRouter, Depends, Request
 from voice_service.audio.formats import NATIVE_AUDIO
 from voice_service.books.ledger import Ledger
 from voice_service.core.vocabulary import Scope, Service, UsageEndpoint
-from voice_service.engines.protocols import TranscribeOptions
+from voice_service.engines.diarization import MAX_SPEAKERS
+from voice_service.engines.protocols import Segment, TranscribeOptions, Word
 from voice_service.tenancy.principal import Principal
-from voice_service.transcription.schemas import Transcript
+from voice_service.transcription.fields import speaker_hints, word_timestamps
+from voice_service.transcription.schemas import Transcript, TranscriptSegment, TranscriptWord
 from voice_service.transcription.service import (
     known_languages,
     parse_language,
@@ -34,6 +36,32 @@ _BODY = multipart_request_body(
             "description": "ISO 639-1 hint (e.g. en). Omit it to detect the language.",
             "examples": ["en"],
         },
+        "timestamps": {
+            "type": "string",
+            "enum": ["segment", "word"],
+            "description": "Adds `segments`: each with its start and end (segment), and its "
+            "words' too (word).",
+        },
+        "diarize": {
+            "type": "boolean",
+            "default": False,
+            "description": "Tell the speakers apart: `segments`, each with its `speaker` "
+            "(speaker_0, speaker_1, …), split wherever the speaker changes. Billed as the "
+            "same seconds of audio.",
+        },
+        **{
+            name: {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": MAX_SPEAKERS,
+                "description": description + " (with diarize=true).",
+            }
+            for name, description in (
+                ("num_speakers", "How many people speak, where known"),
+                ("min_speakers", "At least this many speak"),
+                ("max_speakers", "At most this many speak"),
+            )
+        },
     },
     required=["file"],
 )
@@ -46,25 +74,49 @@ async def _transcribe(
     async with receive_audio_upload(
         request, context.settings.max_upload_bytes, context.uploads_dir
     ) as upload:
-        language = parse_language(upload.fields.get("language"), known_languages(context))
+        fields = upload.fields
+        language = parse_language(fields.get("language"), known_languages(context))
+        words = word_timestamps(fields.get("timestamps"))
+        speakers = speaker_hints(fields)
         transcript = await transcribe_upload(
             context,
             ledger,
             endpoint,
             upload.path,
-            TranscribeOptions(language=language),
+            TranscribeOptions(language=language, timestamps=True, word_timestamps=words),
+            speakers=speakers,
         )
-    return Transcript(
-        text=transcript.text,
-        language=transcript.info.language,
-        request_id=ledger.request_id,
+    answer = Transcript(
+        text=transcript.text, language=transcript.info.language, request_id=ledger.request_id
     )
+    if fields.get("timestamps") or speakers is not None:
+        answer.segments = [_segment(segment, words) for segment in transcript.segments]
+    return answer
+
+
+def _segment(segment: Segment, words: bool) -> TranscriptSegment:
+    """The segment as the answer shows it: `speaker` only where diarized, `words` only where
+    asked for (unset fields are left out of the answer)."""
+    shown = TranscriptSegment(start=segment.start, end=segment.end, text=segment.text.strip())
+    if segment.speaker is not None:
+        shown.speaker = segment.speaker
+    if words:
+        shown.words = [_word(word) for word in segment.words]
+    return shown
+
+
+def _word(word: Word) -> TranscriptWord:
+    shown = TranscriptWord(word=word.word.strip(), start=word.start, end=word.end)
+    if word.speaker is not None:
+        shown.speaker = word.speaker
+    return shown
 
 
 @router.post(
     "/speech-to-text",
     summary="Transcribe an audio file",
     response_model=Transcript,
+    response_model_exclude_unset=True,
     responses=_RESPONSES,
     openapi_extra=_BODY,
 )
@@ -82,6 +134,7 @@ async def speech_to_text(
     "/asr",
     summary="Transcribe an audio file (usage recorded under ASR)",
     response_model=Transcript,
+    response_model_exclude_unset=True,
     responses=_RESPONSES,
     openapi_extra=_BODY,
 )

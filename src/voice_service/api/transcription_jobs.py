@@ -31,6 +31,7 @@ from voice_service.kit.db import transaction
 from voice_service.kit.outbound import OutboundPolicy
 from voice_service.kit.paging import UnknownCursor
 from voice_service.tenancy.principal import Principal
+from voice_service.transcription.fields import flag, word_timestamps
 from voice_service.transcription.service import known_languages, parse_language
 from voice_service.web.context import AppContext
 from voice_service.web.deps import Authenticated, Context, RequestLedger, check_scope
@@ -191,8 +192,8 @@ async def _options(context: AppContext, principal: Principal, fields: dict[str, 
     check_scope(principal, *_ENDPOINTS[billed_as])
     return JobOptions(
         language=parse_language(fields.get("language"), known_languages(context)),
-        word_timestamps=_timestamps(fields.get("timestamps")),
-        keep_audio=_flag(fields.get("keep_audio"), "keep_audio"),
+        word_timestamps=word_timestamps(fields.get("timestamps")),
+        keep_audio=flag(fields.get("keep_audio"), "keep_audio"),
         endpoint=UsageEndpoint(billed_as),
         webhook_url=await _webhook_url(context, principal, fields.get("webhook_url") or None),
     )
@@ -237,23 +238,6 @@ def _url_fields(body: bytes) -> dict[str, str]:
             fields[name] = value
     fields["keep_audio"] = "true" if given.keep_audio else "false"
     return fields
-
-
-def _timestamps(value: str | None) -> bool:
-    """Whether word times are asked for."""
-    if value in (None, "", "segment"):
-        return False
-    if value == "word":
-        return True
-    raise InvalidRequest("timestamps: segment or word.", param="timestamps")
-
-
-def _flag(value: str | None, name: str) -> bool:
-    if value in (None, "", "false"):
-        return False
-    if value == "true":
-        return True
-    raise InvalidRequest(f"{name}: true or false.", param=name)
 
 
 @router.get(

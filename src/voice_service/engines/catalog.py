@@ -44,6 +44,8 @@ CLONER = "world"
 # What the metrics call the local check and decoding of a file a provider transcribes or
 # clones from (the seconds billed are always our decoder's).
 DECODER = "decoder"
+# What the metrics call telling a transcript's speakers apart (`engines.diarization`).
+DIARIZER = "diarizer"
 # Clones speak through the base voice that, converted toward their sample's profile, sounds
 # nearest it: this one, or one of Kokoro's English clone bases (`kokoro.CLONE_STYLES`) when
 # Kokoro is loaded. This one is the default (see `WorldCloner`): no Piper, no cloning.

@@ -110,6 +110,7 @@ class Word:
     word: str
     start: float  # seconds from the start of the audio
     end: float
+    speaker: str | None = None  # who said it, when the transcript was diarized
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +124,7 @@ class Segment:
     avg_logprob: float = 0.0
     compression_ratio: float = 0.0
     no_speech_prob: float = 0.0
+    speaker: str | None = None  # who said it (speaker_0, …), when the transcript was diarized
 
 
 @dataclass(frozen=True, slots=True)

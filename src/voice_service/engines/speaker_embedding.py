@@ -49,6 +49,7 @@ _EXPECTED: Final[dict[str, object]] = {
     "emb_dim": DIMENSIONS,
     "aggregation": "l2_per_window_then_mean_then_l2",
 }
+_BATCH_WINDOWS: Final = 256  # windows per run of the model: bounds its memory on long audio
 _LOG_FLOOR: Final = 1e-10  # `_extract_dvec`'s, not the metadata's log_mel_floor (unused there)
 
 Embedding = npt.NDArray[np.float32]
@@ -75,17 +76,26 @@ class SpeakerEncoder:
 
     def embed(self, audio: npt.NDArray[np.float32]) -> Embedding:
         """The unit-length d-vector of `audio` (16 kHz mono, floats in [-1, 1])."""
+        mean = self.window_vectors(audio, WINDOW_STRIDE).mean(axis=0)
+        return np.asarray(mean / (np.linalg.norm(mean) + 1e-12), dtype=np.float32)
+
+    def window_vectors(self, audio: npt.NDArray[np.float32], stride: int) -> Embedding:
+        """One unit d-vector per window of `WINDOW_FRAMES` frames, every `stride` frames
+        (audio shorter than a window is zero-padded to one, as upstream)."""
         features = log_mel(audio, self._window, self._mel)
-        if features.shape[0] < WINDOW_FRAMES:  # zero-padded to one window, as upstream
+        if features.shape[0] < WINDOW_FRAMES:
             padding = np.zeros((WINDOW_FRAMES - features.shape[0], MEL_BANDS), np.float32)
             features = np.concatenate([features, padding])
-        starts = range(0, features.shape[0] - WINDOW_FRAMES + 1, WINDOW_STRIDE)
-        windows = np.stack([features[start : start + WINDOW_FRAMES] for start in starts])
-        (outputs,) = self._session.run(None, {"mel_window": windows})
-        per_window = np.asarray(outputs, dtype=np.float32)
+        starts = range(0, features.shape[0] - WINDOW_FRAMES + 1, stride)
+        out = []
+        for first in range(0, len(starts), _BATCH_WINDOWS):
+            batch = starts[first : first + _BATCH_WINDOWS]
+            windows = np.stack([features[start : start + WINDOW_FRAMES] for start in batch])
+            (outputs,) = self._session.run(None, {"mel_window": windows})
+            out.append(np.asarray(outputs, dtype=np.float32))
+        per_window = np.concatenate(out)
         per_window /= np.linalg.norm(per_window, axis=1, keepdims=True) + 1e-12
-        mean = per_window.mean(axis=0)
-        return np.asarray(mean / (np.linalg.norm(mean) + 1e-12), dtype=np.float32)
+        return per_window
 
 
 def cosine(a: Embedding, b: Embedding) -> float:

@@ -27,6 +27,7 @@ from voice_service.inference.loaders import LOADERS
 from voice_service.settings import Settings
 
 if TYPE_CHECKING:
+    from voice_service.engines.diarization import Diarizer
     from voice_service.engines.whisper import WhisperEngine
     from voice_service.engines.world import WorldCloner
 
@@ -43,6 +44,7 @@ class Engines:
     transcriber: SpeechToText | None  # None when STT_ENGINES is empty
     cloner: VoiceCloner | None  # None when its base voice's engine is not loaded
     transcriber_name: str = "whisper"  # the transcriber's entry in the catalogue
+    diarizer: Diarizer | None = None  # with a transcriber or a provider to transcribe
 
     @classmethod
     def load(cls, settings: Settings) -> Engines:
@@ -55,6 +57,7 @@ class Engines:
             transcriber=load_transcriber(settings, transcribers[0]) if transcribers else None,
             cloner=load_cloner(speakers),
             transcriber_name=transcribers[0] if transcribers else "",
+            diarizer=_load_diarizer(),
         )
 
     def catalogue(self) -> list[EngineVoice]:
@@ -117,6 +120,15 @@ def load_cloner(speakers: Mapping[str, TextToSpeech]) -> WorldCloner | None:
     if isinstance(kokoro, KokoroEngine):
         bases += [BaseVoice(key, kokoro) for key in kokoro.clone_bases()]
     return WorldCloner(bases, SpeakerEncoder(), PROFILES)
+
+
+def _load_diarizer() -> Diarizer:
+    # The speaker encoder is 12 MB and loads in a fraction of a second: every node has it,
+    # whichever engine or provider transcribes.
+    from voice_service.engines.diarization import Diarizer
+    from voice_service.engines.speaker_embedding import SpeakerEncoder
+
+    return Diarizer(SpeakerEncoder())
 
 
 def load_transcriber(settings: Settings, name: str = "whisper") -> SpeechToText:

@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field
 
 from voice_service.core.models import TranscriptionJob
 from voice_service.core.vocabulary import JobStatus
+from voice_service.transcription.schemas import TranscriptSegment
 from voice_service.voices.schemas import Timestamp
 
 EXAMPLE_JOB_ID = "job_8d2e4f6a1b3c5d7e9f0a1b2c"
@@ -34,25 +35,10 @@ class JobFromUrl(BaseModel):
     webhook_url: str | None = Field(None, max_length=2048, description=WEBHOOK_URL)
 
 
-class JobWord(BaseModel):
-    word: str
-    start: float
-    end: float
-
-
-class JobSegment(BaseModel):
-    start: float = Field(description="Seconds from the start of the recording.")
-    end: float
-    text: str
-    words: list[JobWord] | None = Field(
-        None, description="Each word with its times, when `timestamps=word` was asked."
-    )
-
-
 class JobTranscript(BaseModel):
     text: str
     language: str | None = Field(description="Given, or detected from the first speech.")
-    segments: list[JobSegment]
+    segments: list[TranscriptSegment]
 
 
 class JobFailure(BaseModel):

@@ -8,11 +8,12 @@ collect the parts (`transcribe_upload`); OpenAI's `stream` sends them as they co
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 from collections.abc import AsyncGenerator, Iterator
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
 
@@ -23,8 +24,9 @@ from voice_service.books.ledger import Ledger
 from voice_service.books.usage.charge import Charge
 from voice_service.core.errors import InvalidRequest, ProviderError
 from voice_service.core.vocabulary import Capability
-from voice_service.engines.catalog import DECODER
+from voice_service.engines.catalog import DECODER, DIARIZER
 from voice_service.engines.deadline import InferenceBudget
+from voice_service.engines.diarization import SpeakerHints, SpeakerTurn, attributed
 from voice_service.engines.protocols import (
     EngineError,
     Segment,
@@ -32,6 +34,7 @@ from voice_service.engines.protocols import (
     TranscribeOptions,
 )
 from voice_service.inference.admission import Job
+from voice_service.inference.engines import Engines
 from voice_service.inference.providers.provider import Provider
 from voice_service.inference.providers.wire import UPLOAD_NAMES, AudioFile
 from voice_service.inference.resolver import transcriber_for, transcription_languages
@@ -90,8 +93,61 @@ async def transcribe_upload(
     path: Path,
     options: TranscribeOptions,
     policy: AudioPolicy = NATIVE_POLICY,
+    speakers: SpeakerHints | None = None,
 ) -> TimedTranscript:
-    """The whole transcript of the file at `path`, billed once it is made."""
+    """The whole transcript of the file at `path`, billed once it is made; with `speakers`,
+    diarized (each segment and word with its speaker: `engines.diarization.attributed`)."""
+    if speakers is None:
+        transcript = await _collected(runtime, ledger, path, options, policy)
+    else:
+        transcript = await _diarized(runtime, ledger, path, options, policy, speakers)
+    await ledger.bill(transcription_charge(endpoint, transcript.info))
+    return transcript
+
+
+async def _diarized(
+    runtime: Runtime,
+    ledger: Ledger,
+    path: Path,
+    options: TranscribeOptions,
+    policy: AudioPolicy,
+    speakers: SpeakerHints,
+) -> TimedTranscript:
+    # Word times place the speaker changes; the speakers are told apart meanwhile, on a
+    # worker of their own where one is free.
+    job = Job(Capability.SPEECH_TO_TEXT, DIARIZER, abandoned=ledger.client_gone)
+    max_seconds = runtime.settings.max_audio_seconds
+    turns = asyncio.ensure_future(
+        runtime.pool.run(
+            job, _speaker_turns, runtime.engines, path, policy.accepted, max_seconds, speakers
+        )
+    )
+    turns.add_done_callback(_retrieved)
+    try:
+        asked = replace(options, timestamps=True, word_timestamps=True)
+        transcript = await _collected(runtime, ledger, path, asked, policy)
+        segments = attributed(transcript.segments, await turns)
+    finally:
+        turns.cancel()
+    if not options.word_timestamps:
+        segments = [replace(segment, words=()) for segment in segments]
+    transcript.segments = segments
+    return transcript
+
+
+def _retrieved(task: asyncio.Future[list[SpeakerTurn]]) -> None:
+    """An outcome no one awaited (the transcript failed first) is not an error to log."""
+    if not task.cancelled():
+        task.exception()
+
+
+async def _collected(
+    runtime: Runtime,
+    ledger: Ledger,
+    path: Path,
+    options: TranscribeOptions,
+    policy: AudioPolicy,
+) -> TimedTranscript:
     transcript: TimedTranscript | None = None
     async with aclosing(transcript_parts(runtime, ledger, path, options, policy)) as parts:
         async for part in parts:
@@ -101,8 +157,18 @@ async def transcribe_upload(
                 assert transcript is not None
                 transcript.segments.append(part)
     assert transcript is not None
-    await ledger.bill(transcription_charge(endpoint, transcript.info))
     return transcript
+
+
+def _speaker_turns(
+    engines: Engines | None,
+    path: Path,
+    accepted: AcceptedAudio,
+    max_seconds: float,
+    speakers: SpeakerHints,
+) -> list[SpeakerTurn]:
+    assert engines is not None and engines.diarizer is not None
+    return engines.diarizer.turns(_decode(path, accepted, max_seconds).samples, speakers)
 
 
 async def transcript_parts(

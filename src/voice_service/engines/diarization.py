@@ -1,0 +1,256 @@
+"""Who spoke when: speaker turns of 16 kHz mono audio, with the d-vector encoder we ship.
+
+Speech regions (Silero VAD, as faster-whisper ships it, split at pauses of 0.1 s) are cut
+into segments of at most `MAX_SEGMENT_SECONDS`, each segment is one d-vector, and the
+segments are clustered: SciPy's average-linkage hierarchy over cosine distance, cut at the
+caller's number of speakers, else where merging would join clusters further apart than
+`THRESHOLD` (kept within the caller's bounds). A speaker's segments less than `GAP_SECONDS`
+apart are one turn, and each turn reaches `EDGE_SECONDS` past its speech (never past the
+midpoint to its neighbour), as a person's turn includes their breaths and soft word ends.
+
+The settings were chosen on `bench.diarization_set`'s development half; docs/performance.md
+gives what they score on the held-out half. Memory is bounded whatever the length: the
+distances clustered are those of at most `MAX_CLUSTERED` segments (an even sample of them on
+longer audio; every segment then goes to its nearest speaker).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+from faster_whisper.vad import VadOptions, get_speech_timestamps
+from scipy.cluster.hierarchy import fcluster, linkage
+
+from voice_service.engines.protocols import Segment, Word
+from voice_service.engines.speaker_embedding import (
+    HOP_LENGTH,
+    SAMPLE_RATE,
+    WINDOW_FRAMES,
+    SpeakerEncoder,
+)
+
+Floats = npt.NDArray[np.float32]
+
+MAX_SPEAKERS: Final = 32  # the most a request may ask for (ElevenLabs' bound)
+MAX_SEGMENT_SECONDS: Final = 3.0
+THRESHOLD: Final = 0.5  # average cosine distance between two different people's clusters
+GAP_SECONDS: Final = 1.0
+EDGE_SECONDS: Final = 0.2
+MIN_SPEAKER_SECONDS: Final = 2.0
+MAX_CLUSTERED: Final = 3000
+STRIDE_FRAMES: Final = WINDOW_FRAMES // 2
+STEP_SECONDS: Final = STRIDE_FRAMES * HOP_LENGTH / SAMPLE_RATE
+WINDOW_SECONDS: Final = WINDOW_FRAMES * HOP_LENGTH / SAMPLE_RATE
+CHANGE_CONTEXT: Final = 3  # windows either side compared for a change of speaker
+CHANGE_DISTANCE: Final = 0.3
+_MIN_SEGMENT_SECONDS: Final = 0.25  # shorter speech gives no usable d-vector
+_VAD: Final = VadOptions(min_silence_duration_ms=100, speech_pad_ms=60)
+
+
+@dataclass(frozen=True, slots=True)
+class SpeakerHints:
+    """What the caller knows of the number of speakers; each None where not given."""
+
+    num_speakers: int | None = None
+    min_speakers: int | None = None
+    max_speakers: int | None = None
+
+    def bounds(self) -> tuple[int, int]:
+        if self.num_speakers is not None:
+            return self.num_speakers, self.num_speakers
+        return self.min_speakers or 1, self.max_speakers or MAX_SPEAKERS
+
+
+@dataclass(frozen=True, slots=True)
+class SpeakerTurn:
+    speaker: int  # 0, 1, … in order of first appearance
+    start: float  # seconds
+    end: float
+
+
+Clusterer = Callable[[Floats, npt.NDArray[np.float64], tuple[int, int]], npt.NDArray[np.int64]]
+
+
+class Diarizer:
+    def __init__(self, encoder: SpeakerEncoder, clusterer: Clusterer | None = None) -> None:
+        """`clusterer`: labels segments' d-vectors (`cluster` unless another is compared)."""
+        self._encoder = encoder
+        self._cluster = clusterer or cluster
+
+    def turns(self, audio: Floats, hints: SpeakerHints = SpeakerHints()) -> list[SpeakerTurn]:
+        """The speaker turns of `audio` (16 kHz mono), in time order; none without speech."""
+        segments: list[tuple[float, float]] = []
+        vectors: list[Floats] = []
+        for start, end in speech_regions(audio):
+            windows = self._encoder.window_vectors(audio[_samples(start, end)], STRIDE_FRAMES)
+            for first, last in _pieces(windows):
+                segments.append(_span(first, last, windows.shape[0], start, end))
+                mean = windows[first:last].mean(axis=0)
+                vectors.append(mean / (np.linalg.norm(mean) + 1e-12))
+        if not segments:
+            return []
+        durations = np.array([end - start for start, end in segments])
+        labels = self._cluster(np.stack(vectors), durations, hints.bounds())
+        return _joined(labels, segments, len(audio) / SAMPLE_RATE)
+
+
+def speech_regions(audio: Floats) -> list[tuple[float, float]]:
+    """Where there is speech, in seconds; speech too short to embed is left out."""
+    regions = []
+    for chunk in get_speech_timestamps(audio, _VAD):
+        start, end = chunk["start"] / SAMPLE_RATE, chunk["end"] / SAMPLE_RATE
+        if end - start >= _MIN_SEGMENT_SECONDS:
+            regions.append((start, end))
+    return regions
+
+
+def _pieces(windows: Floats) -> list[tuple[int, int]]:
+    """Ranges of windows of one speaker each, as far as the neighbourhood tells: cut where
+    the windows before and after differ most (above CHANGE_DISTANCE), then evenly into
+    pieces of at most MAX_SEGMENT_SECONDS."""
+    count = windows.shape[0]
+    context = CHANGE_CONTEXT
+    distance = np.zeros(count)
+    for k in range(context, count - context + 1):
+        left = windows[k - context : k].mean(axis=0)
+        right = windows[k : k + context].mean(axis=0)
+        distance[k] = 1 - left @ right / (np.linalg.norm(left) * np.linalg.norm(right) + 1e-12)
+    cuts = [0]
+    for k in np.argsort(-distance):
+        if distance[k] < CHANGE_DISTANCE:
+            break
+        if all(abs(k - cut) >= context for cut in [*cuts, count]):
+            cuts.append(int(k))
+    cuts = [*sorted(cuts), count]
+    most = max(1, round(MAX_SEGMENT_SECONDS / STEP_SECONDS))
+    pieces = []
+    for first, last in itertools.pairwise(cuts):
+        edges = np.linspace(first, last, -(-(last - first) // most) + 1).round().astype(int)
+        pieces += [(int(a), int(b)) for a, b in itertools.pairwise(edges.tolist()) if b > a]
+    return pieces
+
+
+def _span(first: int, last: int, count: int, start: float, end: float) -> tuple[float, float]:
+    """The seconds windows `first` to `last` speak for: cut between neighbours' windows."""
+    offset = (WINDOW_SECONDS - STEP_SECONDS) / 2
+    begin = start if first == 0 else start + first * STEP_SECONDS + offset
+    finish = end if last == count else start + last * STEP_SECONDS + offset
+    return begin, min(finish, end)
+
+
+def cluster(
+    vectors: Floats, durations: npt.NDArray[np.float64], bounds: tuple[int, int]
+) -> npt.NDArray[np.int64]:
+    """A speaker label for each row of unit `vectors` (segments of `durations` seconds),
+    the count within `bounds`."""
+    low, high = bounds
+    if vectors.shape[0] < 2 or high == 1:
+        return np.zeros(vectors.shape[0], dtype=np.int64)
+    step = -(-vectors.shape[0] // MAX_CLUSTERED)
+    sample = vectors[::step]
+    tree = linkage(sample, method="average", metric="cosine")
+    if low == high:
+        labels = fcluster(tree, t=low, criterion="maxclust")
+    else:
+        labels = fcluster(tree, t=THRESHOLD, criterion="distance")
+        if not low <= labels.max() <= high:
+            labels = fcluster(tree, t=min(max(labels.max(), low), high), criterion="maxclust")
+    similarity = vectors @ _centroids(sample, labels).T
+    # fcluster numbers clusters from 1; segments left out of a sample go to the nearest.
+    nearest = labels - 1 if step == 1 else np.argmax(similarity, axis=1)
+    # A speaker heard for less than MIN_SPEAKER_SECONDS is more likely a stray segment of
+    # another than a person: it goes to the nearest of the rest (while the bounds allow).
+    while True:
+        spoken = np.bincount(nearest, weights=durations, minlength=similarity.shape[1])
+        alive = np.flatnonzero(spoken > 0)
+        smallest = alive[np.argmin(spoken[alive])]
+        if alive.size <= max(low, 1) or spoken[smallest] >= MIN_SPEAKER_SECONDS:
+            return np.asarray(nearest, dtype=np.int64)
+        similarity[:, smallest] = -np.inf
+        moved = nearest == smallest
+        nearest[moved] = np.argmax(similarity[moved], axis=1)
+
+
+def _centroids(vectors: Floats, labels: npt.NDArray[np.int32]) -> Floats:
+    return np.stack([vectors[labels == label].mean(axis=0) for label in np.unique(labels)])
+
+
+def _joined(
+    labels: npt.NDArray[np.int64], segments: Sequence[tuple[float, float]], duration: float
+) -> list[SpeakerTurn]:
+    names: dict[int, int] = {}
+    runs: list[SpeakerTurn] = []
+    for label, (start, end) in zip(labels.tolist(), segments, strict=True):
+        speaker = names.setdefault(label, len(names))
+        if runs and runs[-1].speaker == speaker and start - runs[-1].end < GAP_SECONDS:
+            runs[-1] = SpeakerTurn(speaker, runs[-1].start, end)
+        else:
+            runs.append(SpeakerTurn(speaker, start, end))
+    turns = []
+    for index, turn in enumerate(runs):
+        start, end = max(0.0, turn.start - EDGE_SECONDS), min(duration, turn.end + EDGE_SECONDS)
+        if index > 0:
+            start = max(start, min(turn.start, (runs[index - 1].end + turn.start) / 2))
+        if index + 1 < len(runs):
+            end = min(end, max(turn.end, (turn.end + runs[index + 1].start) / 2))
+        turns.append(SpeakerTurn(turn.speaker, start, end))
+    return turns
+
+
+def _samples(start: float, end: float) -> slice:
+    return slice(round(start * SAMPLE_RATE), round(end * SAMPLE_RATE))
+
+
+def speaker_name(speaker: int) -> str:
+    return f"speaker_{speaker}"
+
+
+def attributed(segments: Sequence[Segment], turns: Sequence[SpeakerTurn]) -> list[Segment]:
+    """`segments` with their speakers: each word is its turn's (the one it overlaps most, else
+    the nearest), and a segment whose words change speaker is split there. A segment without
+    word times goes whole to the turn it overlaps most. No turns (no speech heard): one
+    speaker said whatever was transcribed."""
+    if not turns:
+        turns = [SpeakerTurn(0, 0.0, float("inf"))]
+    said: list[Segment] = []
+    for segment in segments:
+        if not segment.words:
+            said.append(replace(segment, speaker=_speaker_of(segment.start, segment.end, turns)))
+            continue
+        words = [replace(w, speaker=_speaker_of(w.start, w.end, turns)) for w in segment.words]
+        runs: list[list[Word]] = []
+        for word in words:
+            if runs and runs[-1][-1].speaker == word.speaker:
+                runs[-1].append(word)
+            else:
+                runs.append([word])
+        if len(runs) == 1:
+            said.append(replace(segment, words=tuple(words), speaker=words[0].speaker))
+            continue
+        said += [
+            replace(
+                segment,
+                text="".join(word.word for word in run).strip(),
+                start=run[0].start,
+                end=run[-1].end,
+                words=tuple(run),
+                tokens=(),  # the decoder's tokens are the whole segment's
+                speaker=run[0].speaker,
+            )
+            for run in runs
+        ]
+    return said
+
+
+def _speaker_of(start: float, end: float, turns: Sequence[SpeakerTurn]) -> str:
+    overlaps = [min(end, turn.end) - max(start, turn.start) for turn in turns]
+    best = int(np.argmax(overlaps))
+    if overlaps[best] <= 0:
+        middle = (start + end) / 2
+        best = int(np.argmin([max(turn.start - middle, middle - turn.end) for turn in turns]))
+    return speaker_name(turns[best].speaker)

@@ -1,0 +1,64 @@
+"""The transcription options every native surface reads from its form fields (the sync
+endpoints and jobs), each refused in the spec's envelope with the field it names."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from voice_service.core.errors import InvalidRequest
+from voice_service.engines.diarization import MAX_SPEAKERS, SpeakerHints
+
+SPEAKER_FIELDS = ("num_speakers", "min_speakers", "max_speakers")
+
+
+def flag(value: str | None, name: str) -> bool:
+    if value in (None, "", "false"):
+        return False
+    if value == "true":
+        return True
+    raise InvalidRequest(f"{name}: true or false.", param=name)
+
+
+def word_timestamps(value: str | None) -> bool:
+    """Whether word times are asked for (`timestamps=word`; segment is the default)."""
+    if value in (None, "", "segment"):
+        return False
+    if value == "word":
+        return True
+    raise InvalidRequest("timestamps: segment or word.", param="timestamps")
+
+
+def speaker_hints(fields: Mapping[str, str]) -> SpeakerHints | None:
+    """What `diarize=true` and the speaker-count hints ask for; None without diarize."""
+    counts = {name: _count(fields.get(name), name) for name in SPEAKER_FIELDS}
+    if not flag(fields.get("diarize"), "diarize"):
+        for name, count in counts.items():
+            if count is not None:
+                raise InvalidRequest(f"{name}: only with diarize=true.", param=name)
+        return None
+    hints = SpeakerHints(**counts)
+    if hints.num_speakers is not None and (
+        hints.min_speakers is not None or hints.max_speakers is not None
+    ):
+        raise InvalidRequest(
+            "num_speakers: give it, or min_speakers and max_speakers, not both.",
+            param="num_speakers",
+        )
+    low, high = hints.bounds()
+    if low > high:
+        raise InvalidRequest(
+            f"min_speakers: {low} is more than max_speakers ({high}).", param="min_speakers"
+        )
+    return hints
+
+
+def _count(value: str | None, name: str) -> int | None:
+    if value is None or value == "":
+        return None
+    try:
+        count = int(value)
+    except ValueError:
+        count = 0
+    if not 1 <= count <= MAX_SPEAKERS:
+        raise InvalidRequest(f"{name}: a whole number from 1 to {MAX_SPEAKERS}.", param=name)
+    return count

@@ -1,0 +1,157 @@
+"""diarize=true on /speech-to-text and /asr: real people's voices come back as their own
+speakers, at the right times, with the hints honoured and bad hints refused."""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Sequence
+
+import httpx
+import numpy as np
+import pytest
+from bench.diarization_set import voice_clips
+
+from tests.helpers.api import assert_error, usage_units
+from tests.helpers.app import Tenant, Tenants
+from voice_service.audio.encode import wav_of
+from voice_service.engines.speaker_embedding import SAMPLE_RATE
+
+pytestmark = pytest.mark.anyio
+
+# The three people of pocketsphinx-testdata.
+READER, CALLER, COMMANDS = "librivox reader", "card caller", "command speaker"
+PAUSE = 0.6
+COLLAR = 0.25
+
+
+def conversation(turns: Sequence[tuple[str, int]]) -> tuple[bytes, list[tuple[str, float, float]]]:
+    """WAV of each (speaker, clip index) in turn with a pause between, and the true turns."""
+    pause = np.zeros(round(PAUSE * SAMPLE_RATE), dtype=np.float32)
+    parts, truth, at = [], [], 0.0
+    for speaker, index in turns:
+        clip = voice_clips(speaker)[index]
+        parts += [clip, pause]
+        truth.append((speaker, at, at + clip.size / SAMPLE_RATE))
+        at += (clip.size + pause.size) / SAMPLE_RATE
+    return wav_of(np.concatenate(parts), SAMPLE_RATE), truth
+
+
+TWO = [(READER, 0), (CALLER, 4), (READER, 2), (CALLER, 1)]
+THREE = [(READER, 0), (CALLER, 4), (COMMANDS, 1), (READER, 2), (COMMANDS, 2), (CALLER, 1)]
+
+
+async def diarized(
+    client: httpx.AsyncClient, tenant: Tenant, audio: bytes, **fields: str
+) -> httpx.Response:
+    return await client.post(
+        "/speech-to-text",
+        headers=tenant.headers,
+        files={"file": ("talk.wav", io.BytesIO(audio), "audio/wav")},
+        data={"language": "en", "diarize": "true", **fields},
+    )
+
+
+def who_said(
+    segments: list[dict[str, object]], truth: list[tuple[str, float, float]]
+) -> dict[str, str]:
+    """Each label's person: every segment's middle falls in a true turn of the person its
+    label stands for (within the collar), one person per label, one label per person."""
+    names: dict[str, str] = {}
+    for segment in segments:
+        start, end = float(segment["start"]), float(segment["end"])  # type: ignore[arg-type]
+        middle = (start + end) / 2
+        (person,) = [p for p, s, e in truth if s - COLLAR <= middle <= e + COLLAR]
+        assert names.setdefault(str(segment["speaker"]), person) == person, segments
+    assert len(set(names.values())) == len(names), names
+    return names
+
+
+async def test_two_people_come_back_as_two_speakers_each_word_labelled(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    audio, truth = conversation(TWO)
+    response = await diarized(client, tenant, audio, timestamps="word")
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert set(body) == {"text", "language", "request_id", "segments"}
+    names = who_said(body["segments"], truth)
+    assert sorted(names) == ["speaker_0", "speaker_1"]
+    assert names["speaker_0"] == READER  # numbered by first speech
+    for segment in body["segments"]:
+        assert segment["words"], segment
+        assert {word["speaker"] for word in segment["words"]} == {segment["speaker"]}
+    spoken = " ".join(segment["text"] for segment in body["segments"])
+    assert spoken.split() == body["text"].split()
+
+
+async def test_three_people_come_back_as_three_speakers(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    audio, truth = conversation(THREE)
+    response = await diarized(client, tenant, audio)
+    assert response.status_code == 200, response.text
+    segments = response.json()["segments"]
+    assert sorted(who_said(segments, truth)) == ["speaker_0", "speaker_1", "speaker_2"]
+    assert all("words" not in segment for segment in segments)  # not asked for
+
+
+async def test_num_speakers_is_honoured(client: httpx.AsyncClient, tenant: Tenant) -> None:
+    audio, _ = conversation(THREE)
+    response = await diarized(client, tenant, audio, num_speakers="2")
+    assert response.status_code == 200, response.text
+    assert {segment["speaker"] for segment in response.json()["segments"]} == {
+        "speaker_0",
+        "speaker_1",
+    }
+
+
+async def test_one_person_is_one_speaker(client: httpx.AsyncClient, tenant: Tenant) -> None:
+    audio, _ = conversation([(READER, 0), (READER, 1), (READER, 2)])
+    response = await diarized(client, tenant, audio)
+    assert response.status_code == 200, response.text
+    segments = response.json()["segments"]
+    assert segments and {segment["speaker"] for segment in segments} == {"speaker_0"}
+
+
+async def test_silence_has_no_speakers(client: httpx.AsyncClient, tenant: Tenant) -> None:
+    silence = wav_of(np.zeros(3 * SAMPLE_RATE, dtype=np.float32), SAMPLE_RATE)
+    response = await diarized(client, tenant, silence)
+    assert response.status_code == 200, response.text
+    assert response.json()["segments"] == []
+
+
+async def test_diarization_bills_the_same_seconds(
+    client: httpx.AsyncClient, tenant: Tenant, tenants: Tenants
+) -> None:
+    audio, truth = conversation(TWO)
+    response = await diarized(client, tenant, audio)
+    assert response.status_code == 200, response.text
+    seconds = truth[-1][2] + PAUSE
+    assert await usage_units(tenants, tenant.org_id) == [("speech-to-text", math.ceil(seconds))]
+
+
+@pytest.mark.parametrize(
+    ("fields", "param"),
+    [
+        ({"num_speakers": "0"}, "num_speakers"),
+        ({"num_speakers": "1000"}, "num_speakers"),
+        ({"max_speakers": "two"}, "max_speakers"),
+        ({"min_speakers": "3", "max_speakers": "2"}, "min_speakers"),
+        ({"num_speakers": "2", "max_speakers": "3"}, "num_speakers"),
+        ({"diarize": "maybe"}, "diarize"),
+        ({"diarize": "false", "num_speakers": "2"}, "num_speakers"),
+    ],
+)
+async def test_bad_speaker_hints_are_400s(
+    client: httpx.AsyncClient, tenant: Tenant, tenants: Tenants, fields: dict[str, str], param: str
+) -> None:
+    audio, _ = conversation([(CALLER, 0)])
+    response = await client.post(
+        "/asr",
+        headers=tenant.headers,
+        files={"file": ("talk.wav", io.BytesIO(audio), "audio/wav")},
+        data={"diarize": "true", **fields},
+    )
+    assert assert_error(response, 400, "INVALID_REQUEST")["message"].startswith(param)
+    assert await usage_units(tenants, tenant.org_id) == []
