@@ -155,6 +155,9 @@ TARGETED = {
     "job_rss_growth_mib",
     "job_first_progress_s",
     "job_live_final_ratio",
+    "diarization_der_overlap_free",
+    "diarization_count_exact_overlap_free",
+    "diarization_rtf_overlap_free",
 }
 
 

@@ -5,66 +5,45 @@ from __future__ import annotations
 
 import io
 import math
-from collections.abc import Sequence
 
 import httpx
 import numpy as np
 import pytest
-from bench.diarization_set import voice_clips
 
 from tests.helpers.api import assert_error, usage_units
 from tests.helpers.app import Tenant, Tenants
+from tests.helpers.speakers import (
+    CALLER,
+    COLLAR,
+    COMMANDS,
+    PAUSE,
+    READER,
+    conversation,
+    who_said,
+)
 from voice_service.audio.encode import wav_of
 from voice_service.engines.speaker_embedding import SAMPLE_RATE
 
 pytestmark = pytest.mark.anyio
-
-# The three people of pocketsphinx-testdata.
-READER, CALLER, COMMANDS = "librivox reader", "card caller", "command speaker"
-PAUSE = 0.6
-COLLAR = 0.25
-
-
-def conversation(turns: Sequence[tuple[str, int]]) -> tuple[bytes, list[tuple[str, float, float]]]:
-    """WAV of each (speaker, clip index) in turn with a pause between, and the true turns."""
-    pause = np.zeros(round(PAUSE * SAMPLE_RATE), dtype=np.float32)
-    parts, truth, at = [], [], 0.0
-    for speaker, index in turns:
-        clip = voice_clips(speaker)[index]
-        parts += [clip, pause]
-        truth.append((speaker, at, at + clip.size / SAMPLE_RATE))
-        at += (clip.size + pause.size) / SAMPLE_RATE
-    return wav_of(np.concatenate(parts), SAMPLE_RATE), truth
-
 
 TWO = [(READER, 0), (CALLER, 4), (READER, 2), (CALLER, 1)]
 THREE = [(READER, 0), (CALLER, 4), (COMMANDS, 1), (READER, 2), (COMMANDS, 2), (CALLER, 1)]
 
 
 async def diarized(
-    client: httpx.AsyncClient, tenant: Tenant, audio: bytes, **fields: str
+    client: httpx.AsyncClient,
+    tenant: Tenant,
+    audio: bytes,
+    endpoint: str = "/speech-to-text",
+    **fields: str,
 ) -> httpx.Response:
+    """The audio posted with diarize=true and language=en, unless `fields` say otherwise."""
     return await client.post(
-        "/speech-to-text",
+        endpoint,
         headers=tenant.headers,
         files={"file": ("talk.wav", io.BytesIO(audio), "audio/wav")},
         data={"language": "en", "diarize": "true", **fields},
     )
-
-
-def who_said(
-    segments: list[dict[str, object]], truth: list[tuple[str, float, float]]
-) -> dict[str, str]:
-    """Each label's person: every segment's middle falls in a true turn of the person its
-    label stands for (within the collar), one person per label, one label per person."""
-    names: dict[str, str] = {}
-    for segment in segments:
-        start, end = float(segment["start"]), float(segment["end"])  # type: ignore[arg-type]
-        middle = (start + end) / 2
-        (person,) = [p for p, s, e in truth if s - COLLAR <= middle <= e + COLLAR]
-        assert names.setdefault(str(segment["speaker"]), person) == person, segments
-    assert len(set(names.values())) == len(names), names
-    return names
 
 
 async def test_two_people_come_back_as_two_speakers_each_word_labelled(
@@ -147,11 +126,20 @@ async def test_bad_speaker_hints_are_400s(
     client: httpx.AsyncClient, tenant: Tenant, tenants: Tenants, fields: dict[str, str], param: str
 ) -> None:
     audio, _ = conversation([(CALLER, 0)])
-    response = await client.post(
-        "/asr",
-        headers=tenant.headers,
-        files={"file": ("talk.wav", io.BytesIO(audio), "audio/wav")},
-        data={"diarize": "true", **fields},
-    )
+    response = await diarized(client, tenant, audio, "/asr", **fields)
     assert assert_error(response, 400, "INVALID_REQUEST")["message"].startswith(param)
     assert await usage_units(tenants, tenant.org_id) == []
+
+
+async def test_timestamps_alone_give_segments_without_speakers(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    audio, truth = conversation([(READER, 0)])
+    response = await diarized(client, tenant, audio, diarize="false", timestamps="word")
+    assert response.status_code == 200, response.text
+    segments = response.json()["segments"]
+    assert segments
+    for segment in segments:
+        assert set(segment) == {"start", "end", "text", "words"}
+        assert all(set(word) == {"word", "start", "end"} for word in segment["words"])
+        assert 0 <= segment["start"] < segment["end"] <= truth[0][2] + COLLAR

@@ -7,9 +7,11 @@ import re
 import openai
 import pytest
 from bench.wer import word_errors
+from openai.types.audio import TranscriptionDiarized
 
 from tests.helpers import speech_clips as clips
 from tests.helpers.live import LiveServer
+from tests.helpers.speakers import CALLER, READER, conversation, who_said
 from voice_service.audio.encode import MP3, encode
 
 TEXT = "The quick brown fox jumps over the lazy dog. It was a sunny day by the river."
@@ -140,3 +142,40 @@ def test_translation_into_english(
 
 def _seconds(hours: str, minutes: str, seconds: str, millis: str) -> float:
     return int(hours) * 3600 + int(minutes) * 60 + int(seconds) + int(millis) / 1000
+
+
+def test_diarized_json_is_parsed_by_the_sdk_with_a_speaker_per_person(
+    client: openai.OpenAI,
+) -> None:
+    audio, truth = conversation([(READER, 0), (CALLER, 4), (READER, 2)])
+    result = client.audio.transcriptions.create(
+        model="gpt-4o-transcribe-diarize",
+        file=("talk.wav", audio),
+        response_format="diarized_json",
+        language="en",
+    )
+    assert isinstance(result, TranscriptionDiarized), type(result)
+    assert result.task == "transcribe" and result.text and result.usage is not None
+    assert all(segment.type == "transcript.text.segment" for segment in result.segments)
+    names = who_said([segment.model_dump() for segment in result.segments], truth)
+    assert names == {"A": READER, "B": CALLER}
+
+
+def test_translations_have_no_diarized_json(client: openai.OpenAI) -> None:
+    with pytest.raises(openai.BadRequestError, match="diarized_json"):
+        client.audio.translations.create(
+            model="whisper-1",
+            file=("a.wav", b"RIFF"),
+            response_format="diarized_json",  # type: ignore[arg-type]
+        )
+
+
+def test_known_speaker_names_are_refused_not_ignored(client: openai.OpenAI) -> None:
+    with pytest.raises(openai.BadRequestError, match="known_speaker_names"):
+        client.audio.transcriptions.create(
+            model="gpt-4o-transcribe-diarize",
+            file=("a.wav", b"RIFF"),
+            response_format="diarized_json",
+            known_speaker_names=["agent"],
+            known_speaker_references=["data:audio/wav;base64,UklGRg=="],
+        )

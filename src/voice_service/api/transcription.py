@@ -76,6 +76,7 @@ async def _transcribe(
     ) as upload:
         fields = upload.fields
         language = parse_language(fields.get("language"), known_languages(context))
+        timed = bool(fields.get("timestamps"))
         words = word_timestamps(fields.get("timestamps"))
         speakers = speaker_hints(fields)
         transcript = await transcribe_upload(
@@ -83,13 +84,13 @@ async def _transcribe(
             ledger,
             endpoint,
             upload.path,
-            TranscribeOptions(language=language, timestamps=True, word_timestamps=words),
+            TranscribeOptions(language=language, timestamps=timed, word_timestamps=words),
             speakers=speakers,
         )
     answer = Transcript(
         text=transcript.text, language=transcript.info.language, request_id=ledger.request_id
     )
-    if fields.get("timestamps") or speakers is not None:
+    if timed or speakers is not None:
         answer.segments = [_segment(segment, words) for segment in transcript.segments]
     return answer
 

@@ -44,7 +44,7 @@ class Engines:
     transcriber: SpeechToText | None  # None when STT_ENGINES is empty
     cloner: VoiceCloner | None  # None when its base voice's engine is not loaded
     transcriber_name: str = "whisper"  # the transcriber's entry in the catalogue
-    diarizer: Diarizer | None = None  # with a transcriber or a provider to transcribe
+    diarizer: Diarizer | None = None  # `load` gives every node one
 
     @classmethod
     def load(cls, settings: Settings) -> Engines:

@@ -18,6 +18,7 @@ from voice_service.audio.policy import AudioPolicy
 from voice_service.books.ledger import Ledger
 from voice_service.core.errors import ApiError, InvalidRequest, NotFound
 from voice_service.core.vocabulary import Scope, Service, UsageEndpoint
+from voice_service.engines.diarization import SpeakerHints
 from voice_service.engines.protocols import TranscribeOptions
 from voice_service.openai_api import transcripts
 from voice_service.openai_api.schemas import (
@@ -119,8 +120,9 @@ def _transcription_body(task: Task) -> dict[str, Any]:
 
 _TRANSCRIPT = {
     200: {
-        "description": "The transcript in `response_format` (json, verbose_json, text, srt "
-        "or vtt), or its events (`stream`).",
+        "description": "The transcript in `response_format` (json, verbose_json, text, srt, "
+        "vtt, or diarized_json: segments with their speaker, A, B, …), or its events "
+        "(`stream`).",
         "content": {
             "application/json": {
                 "schema": {"type": "object", "properties": {"text": {"type": "string"}}}
@@ -241,8 +243,15 @@ async def _transcribe(
                 ledger=ledger,
                 charge=transcription_charge(endpoint, info),
             )
+        diarized = form.format is TranscriptFormat.DIARIZED_JSON
         transcript = await transcribe_upload(
-            context, ledger, endpoint, upload.path, form.options, OPENAI_POLICY
+            context,
+            ledger,
+            endpoint,
+            upload.path,
+            form.options,
+            OPENAI_POLICY,
+            speakers=SpeakerHints() if diarized else None,
         )
     body, media_type = transcripts.render(
         transcript,
@@ -307,6 +316,14 @@ class _TranscriptionForm:
             raise InvalidRequest(
                 "timestamp_granularities[]: translations have no word timestamps.",
                 param="timestamp_granularities",
+            )
+        for name in ("known_speaker_names", "known_speaker_references"):
+            if upload.values(f"{name}[]") or upload.values(name):
+                # Refused rather than ignored: an answer without the names would mislead.
+                raise InvalidRequest(f"{name}[]: not supported yet.", param=name)
+        if task == "translate" and fmt is TranscriptFormat.DIARIZED_JSON:
+            raise InvalidRequest(
+                "response_format: translations have no diarized_json.", param="response_format"
             )
         stream = _boolean(fields.get("stream"), "stream")
         if stream and fmt not in (TranscriptFormat.JSON, TranscriptFormat.TEXT):

@@ -67,6 +67,7 @@ class TranscriptFormat(StrEnum):
     SRT = "srt"
     VERBOSE_JSON = "verbose_json"
     VTT = "vtt"
+    DIARIZED_JSON = "diarized_json"  # as gpt-4o-transcribe-diarize answers: speakers A, B, …
 
 
 class Model(BaseModel):

@@ -32,6 +32,8 @@ def render(
     if fmt is TranscriptFormat.VTT:
         return vtt(transcript.segments).encode(), "text/vtt; charset=utf-8"
     body: dict[str, Any] = {"text": transcript.text}
+    if fmt is TranscriptFormat.DIARIZED_JSON:
+        body = diarized_json(transcript)
     if fmt is TranscriptFormat.VERBOSE_JSON:
         body = verbose_json(
             transcript, task, words=words, segments=segments, temperature=temperature
@@ -72,3 +74,35 @@ def verbose_json(
             for word in segment.words
         ]
     return body
+
+
+def diarized_json(transcript: TimedTranscript) -> dict[str, Any]:
+    """OpenAI's diarized transcript: its speakers lettered A, B, … in order of first speech."""
+    return {
+        "task": "transcribe",
+        "duration": float(transcript.info.duration_seconds),
+        "text": transcript.text,
+        "segments": [
+            {
+                "type": "transcript.text.segment",
+                "id": f"seg_{index}",
+                "start": segment.start,
+                "end": segment.end,
+                "text": segment.text.strip(),
+                "speaker": _letters(segment.speaker),
+            }
+            for index, segment in enumerate(transcript.segments)
+        ],
+    }
+
+
+def _letters(speaker: str | None) -> str:
+    """speaker_0 → A, …, speaker_25 → Z, speaker_26 → AA, …"""
+    number = int((speaker or "speaker_0").removeprefix("speaker_"))
+    letters = ""
+    while True:
+        number, digit = divmod(number, 26)
+        letters = chr(ord("A") + digit) + letters
+        if number == 0:
+            return letters
+        number -= 1

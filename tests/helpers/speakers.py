@@ -1,0 +1,44 @@
+"""Conversations of real people (pocketsphinx-testdata's three readers) with the truth of who
+spoke when, and the check that a diarized answer's labels stand for them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+from bench.diarization_set import voice_clips
+
+from voice_service.audio.encode import wav_of
+from voice_service.engines.speaker_embedding import SAMPLE_RATE
+
+# The three people of pocketsphinx-testdata.
+READER, CALLER, COMMANDS = "librivox reader", "card caller", "command speaker"
+PAUSE = 0.6
+COLLAR = 0.25
+
+
+def conversation(turns: Sequence[tuple[str, int]]) -> tuple[bytes, list[tuple[str, float, float]]]:
+    """WAV of each (speaker, clip index) in turn with a pause between, and the true turns."""
+    pause = np.zeros(round(PAUSE * SAMPLE_RATE), dtype=np.float32)
+    parts, truth, at = [], [], 0.0
+    for speaker, index in turns:
+        clip = voice_clips(speaker)[index]
+        parts += [clip, pause]
+        truth.append((speaker, at, at + clip.size / SAMPLE_RATE))
+        at += (clip.size + pause.size) / SAMPLE_RATE
+    return wav_of(np.concatenate(parts), SAMPLE_RATE), truth
+
+
+def who_said(
+    segments: Sequence[Mapping[str, object]], truth: list[tuple[str, float, float]]
+) -> dict[str, str]:
+    """Each label's person: every segment's middle falls in a true turn of the person its
+    label stands for (within the collar), one person per label, one label per person."""
+    names: dict[str, str] = {}
+    for segment in segments:
+        start, end = float(segment["start"]), float(segment["end"])  # type: ignore[arg-type]
+        middle = (start + end) / 2
+        (person,) = [p for p, s, e in truth if s - COLLAR <= middle <= e + COLLAR]
+        assert names.setdefault(str(segment["speaker"]), person) == person, segments
+    assert len(set(names.values())) == len(names), names
+    return names
