@@ -1,12 +1,15 @@
 """Who spoke when: speaker turns of 16 kHz mono audio, with the d-vector encoder we ship.
 
-Speech regions (Silero VAD, as faster-whisper ships it, split at pauses of 0.1 s) are cut
-into segments of at most `MAX_SEGMENT_SECONDS`, each segment is one d-vector, and the
-segments are clustered: SciPy's average-linkage hierarchy over cosine distance, cut at the
-caller's number of speakers, else where merging would join clusters further apart than
-`THRESHOLD` (kept within the caller's bounds). A speaker's segments less than `GAP_SECONDS`
-apart are one turn, and each turn reaches `EDGE_SECONDS` past its speech (never past the
-midpoint to its neighbour), as a person's turn includes their breaths and soft word ends.
+Speech regions (Silero VAD, as faster-whisper ships it, split at pauses of 0.1 s) get a
+d-vector every 0.4 s; a region is cut where the windows just before and after differ (two
+people with no pause between them) and into segments of at most `MAX_SEGMENT_SECONDS`; each
+segment is the mean of its windows, and the segments are clustered: SciPy's average-linkage
+hierarchy over cosine distance, cut at the caller's number of speakers, else where merging
+would join clusters further apart than `THRESHOLD` (kept within the caller's bounds). A
+"speaker" heard for under `MIN_SPEAKER_SECONDS` goes to the nearest other. A speaker's
+segments less than `GAP_SECONDS` apart are one turn, and each turn reaches `EDGE_SECONDS`
+past its speech (never past the midpoint to its neighbour), as a person's turn includes their
+breaths and soft word ends.
 
 The settings were chosen on `bench.diarization_set`'s development half; docs/performance.md
 gives what they score on the held-out half. Memory is bounded whatever the length: the
