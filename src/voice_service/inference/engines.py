@@ -28,6 +28,7 @@ from voice_service.settings import Settings
 
 if TYPE_CHECKING:
     from voice_service.engines.diarization import Diarizer
+    from voice_service.engines.speaker_embedding import SpeakerEncoder
     from voice_service.engines.whisper import WhisperEngine
     from voice_service.engines.world import WorldCloner
 
@@ -52,12 +53,14 @@ class Engines:
             name: cast(TextToSpeech, LOADERS[name](settings)) for name in settings.tts_engine_names
         }
         transcribers = settings.stt_engine_names
+        # One speaker encoder (12 MB, safe from many threads) for the cloner and the diarizer.
+        encoder = _load_encoder()
         return cls(
             speakers=speakers,
             transcriber=load_transcriber(settings, transcribers[0]) if transcribers else None,
-            cloner=load_cloner(speakers),
+            cloner=load_cloner(speakers, encoder),
             transcriber_name=transcribers[0] if transcribers else "",
-            diarizer=_load_diarizer(),
+            diarizer=_load_diarizer(encoder),
         )
 
     def catalogue(self) -> list[EngineVoice]:
@@ -106,12 +109,13 @@ def _spoken(speaker: Callable[[], Callable[[str], Pcm]], chunk: str) -> SpokenCh
     return SpokenChunk(chunk, speaker()(chunk))
 
 
-def load_cloner(speakers: Mapping[str, TextToSpeech]) -> WorldCloner | None:
+def load_cloner(
+    speakers: Mapping[str, TextToSpeech], encoder: SpeakerEncoder | None = None
+) -> WorldCloner | None:
     default = speakers.get(engine_of(CLONE_BASE_VOICE))
     if default is None:
         return None
     from voice_service.engines.kokoro import KokoroEngine
-    from voice_service.engines.speaker_embedding import SpeakerEncoder
     from voice_service.engines.world import BaseVoice, WorldCloner
     from voice_service.engines.world.base_profiles import PROFILES
 
@@ -119,16 +123,20 @@ def load_cloner(speakers: Mapping[str, TextToSpeech]) -> WorldCloner | None:
     kokoro = speakers.get("kokoro")
     if isinstance(kokoro, KokoroEngine):
         bases += [BaseVoice(key, kokoro) for key in kokoro.clone_bases()]
-    return WorldCloner(bases, SpeakerEncoder(), PROFILES)
+    return WorldCloner(bases, encoder or _load_encoder(), PROFILES)
 
 
-def _load_diarizer() -> Diarizer:
-    # The speaker encoder is 12 MB and loads in a fraction of a second: every node has it,
-    # whichever engine or provider transcribes.
-    from voice_service.engines.diarization import Diarizer
+def _load_encoder() -> SpeakerEncoder:
     from voice_service.engines.speaker_embedding import SpeakerEncoder
 
-    return Diarizer(SpeakerEncoder())
+    return SpeakerEncoder()
+
+
+def _load_diarizer(encoder: SpeakerEncoder) -> Diarizer:
+    # Every node has it, whichever engine or provider transcribes.
+    from voice_service.engines.diarization import Diarizer
+
+    return Diarizer(encoder)
 
 
 def load_transcriber(settings: Settings, name: str = "whisper") -> SpeechToText:
