@@ -113,22 +113,38 @@ async def _diarized(
     policy: AudioPolicy,
     speakers: SpeakerHints,
 ) -> TimedTranscript:
-    # Word times place the speaker changes; the speakers are told apart meanwhile, on a
-    # worker of their own where one is free.
+    # Word times place the speaker changes. The speakers are told apart meanwhile, on a
+    # worker of their own where one is free, once the audio has passed its checks (the
+    # first part: decoded, its seconds held against any cap).
     job = Job(Capability.SPEECH_TO_TEXT, DIARIZER, abandoned=ledger.client_gone)
-    max_seconds = runtime.settings.max_audio_seconds
-    turns = asyncio.ensure_future(
-        runtime.pool.run(
-            job, _speaker_turns, runtime.engines, path, policy.accepted, max_seconds, speakers
-        )
-    )
-    turns.add_done_callback(_retrieved)
+    asked = replace(options, timestamps=True, word_timestamps=True)
+    transcript: TimedTranscript | None = None
+    turns: asyncio.Future[list[SpeakerTurn]] | None = None
     try:
-        asked = replace(options, timestamps=True, word_timestamps=True)
-        transcript = await _collected(runtime, ledger, path, asked, policy)
+        async with aclosing(transcript_parts(runtime, ledger, path, asked, policy)) as parts:
+            async for part in parts:
+                if isinstance(part, AudioInfo):
+                    transcript = TimedTranscript(part)
+                    turns = asyncio.ensure_future(
+                        runtime.pool.run(
+                            job,
+                            _speaker_turns,
+                            runtime.engines,
+                            path,
+                            policy.accepted,
+                            runtime.settings.max_audio_seconds,
+                            speakers,
+                        )
+                    )
+                    turns.add_done_callback(_retrieved)
+                else:
+                    assert transcript is not None
+                    transcript.segments.append(part)
+        assert transcript is not None and turns is not None
         segments = attributed(transcript.segments, await turns)
     finally:
-        turns.cancel()
+        if turns is not None:
+            turns.cancel()
     if not options.word_timestamps:
         segments = [replace(segment, words=()) for segment in segments]
     transcript.segments = segments
