@@ -8,10 +8,10 @@ from voice_service.audio.formats import NATIVE_AUDIO
 from voice_service.books.ledger import Ledger
 from voice_service.core.vocabulary import Scope, Service, UsageEndpoint
 from voice_service.engines.diarization import MAX_SPEAKERS
-from voice_service.engines.protocols import Segment, TranscribeOptions, Word
+from voice_service.engines.protocols import TranscribeOptions
 from voice_service.tenancy.principal import Principal
 from voice_service.transcription.fields import speaker_hints, word_timestamps
-from voice_service.transcription.schemas import Transcript, TranscriptSegment, TranscriptWord
+from voice_service.transcription.schemas import Transcript, TranscriptSegment, segment_fields
 from voice_service.transcription.service import (
     known_languages,
     parse_language,
@@ -91,26 +91,11 @@ async def _transcribe(
         text=transcript.text, language=transcript.info.language, request_id=ledger.request_id
     )
     if timed or speakers is not None:
-        answer.segments = [_segment(segment, words) for segment in transcript.segments]
+        answer.segments = [
+            TranscriptSegment.model_validate(segment_fields(segment, words))
+            for segment in transcript.segments
+        ]
     return answer
-
-
-def _segment(segment: Segment, words: bool) -> TranscriptSegment:
-    """The segment as the answer shows it: `speaker` only where diarized, `words` only where
-    asked for (unset fields are left out of the answer)."""
-    shown = TranscriptSegment(start=segment.start, end=segment.end, text=segment.text.strip())
-    if segment.speaker is not None:
-        shown.speaker = segment.speaker
-    if words:
-        shown.words = [_word(word) for word in segment.words]
-    return shown
-
-
-def _word(word: Word) -> TranscriptWord:
-    shown = TranscriptWord(word=word.word.strip(), start=word.start, end=word.end)
-    if word.speaker is not None:
-        shown.speaker = word.speaker
-    return shown
 
 
 @router.post(

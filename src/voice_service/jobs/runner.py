@@ -47,6 +47,7 @@ from voice_service.jobs.service import audio_let_go
 from voice_service.kit.db import transaction
 from voice_service.kit.job_queue import SqlQueue
 from voice_service.runtime import Runtime
+from voice_service.transcription.schemas import segment_fields
 from voice_service.transcription.service import AudioInfo, billed_seconds, local_transcript_parts
 
 logger = logging.getLogger(__name__)
@@ -320,22 +321,5 @@ def transcript_json(
     return {
         "text": " ".join(segment.text.strip() for segment in segments).strip(),
         "language": language,
-        "segments": [
-            {
-                "start": round(segment.start, 3),
-                "end": round(segment.end, 3),
-                "text": segment.text.strip(),
-                **(
-                    {
-                        "words": [
-                            {"word": w.word, "start": round(w.start, 3), "end": round(w.end, 3)}
-                            for w in segment.words
-                        ]
-                    }
-                    if word_timestamps
-                    else {}
-                ),
-            }
-            for segment in segments
-        ],
+        "segments": [segment_fields(segment, word_timestamps) for segment in segments],
     }

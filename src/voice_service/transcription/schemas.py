@@ -1,6 +1,15 @@
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, Field
+
+from voice_service.engines.protocols import Segment
+
+
+def _absent(value: object) -> bool:
+    return value is None
+
 
 SPEAKER = "Who said it, when diarize=true: speaker_0, speaker_1, … in order of first speech."
 
@@ -9,14 +18,14 @@ class TranscriptWord(BaseModel):
     word: str
     start: float
     end: float
-    speaker: str | None = Field(None, description=SPEAKER)
+    speaker: str | None = Field(None, description=SPEAKER, exclude_if=_absent)
 
 
 class TranscriptSegment(BaseModel):
     start: float = Field(description="Seconds from the start of the recording.")
     end: float
     text: str
-    speaker: str | None = Field(None, description=SPEAKER)
+    speaker: str | None = Field(None, description=SPEAKER, exclude_if=_absent)
     words: list[TranscriptWord] | None = Field(
         None, description="Each word with its times, when `timestamps=word` was asked."
     )
@@ -34,3 +43,26 @@ class Transcript(BaseModel):
         description="Given when diarize=true or timestamps is asked for: the transcript in "
         "timed pieces, a new one wherever the speaker changes.",
     )
+
+
+def segment_fields(segment: Segment, words: bool) -> dict[str, Any]:
+    """A segment as every native surface shows it (a `TranscriptSegment`'s fields): times to
+    the millisecond, `speaker` only where diarized, `words` only where asked for."""
+    shown: dict[str, Any] = {
+        "start": round(segment.start, 3),
+        "end": round(segment.end, 3),
+        "text": segment.text.strip(),
+    }
+    if segment.speaker is not None:
+        shown["speaker"] = segment.speaker
+    if words:
+        shown["words"] = [
+            {
+                "word": word.word,
+                "start": round(word.start, 3),
+                "end": round(word.end, 3),
+                **({"speaker": word.speaker} if word.speaker is not None else {}),
+            }
+            for word in segment.words
+        ]
+    return shown
