@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import AsyncGenerator, Callable, Iterator
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
@@ -117,34 +117,28 @@ async def _diarized(
     # worker of their own where one is free, once the audio has passed its checks (the
     # first part: decoded, its seconds held against any cap).
     job = Job(Capability.SPEECH_TO_TEXT, DIARIZER, abandoned=ledger.client_gone)
+    turns: list[asyncio.Future[list[SpeakerTurn]]] = []  # one, once the audio is checked
+
+    def checked() -> None:
+        telling = runtime.pool.run(
+            job,
+            _speaker_turns,
+            runtime.engines,
+            path,
+            policy.accepted,
+            runtime.settings.max_audio_seconds,
+            speakers,
+        )
+        turns.append(asyncio.ensure_future(telling))
+        turns[0].add_done_callback(_retrieved)
+
     asked = replace(options, timestamps=True, word_timestamps=True)
-    transcript: TimedTranscript | None = None
-    turns: asyncio.Future[list[SpeakerTurn]] | None = None
     try:
-        async with aclosing(transcript_parts(runtime, ledger, path, asked, policy)) as parts:
-            async for part in parts:
-                if isinstance(part, AudioInfo):
-                    transcript = TimedTranscript(part)
-                    turns = asyncio.ensure_future(
-                        runtime.pool.run(
-                            job,
-                            _speaker_turns,
-                            runtime.engines,
-                            path,
-                            policy.accepted,
-                            runtime.settings.max_audio_seconds,
-                            speakers,
-                        )
-                    )
-                    turns.add_done_callback(_retrieved)
-                else:
-                    assert transcript is not None
-                    transcript.segments.append(part)
-        assert transcript is not None and turns is not None
-        segments = attributed(transcript.segments, await turns)
+        transcript = await _collected(runtime, ledger, path, asked, policy, checked)
+        segments = attributed(transcript.segments, await turns[0])
     finally:
-        if turns is not None:
-            turns.cancel()
+        for telling in turns:
+            telling.cancel()
     if not options.word_timestamps:
         segments = [replace(segment, words=()) for segment in segments]
     transcript.segments = segments
@@ -163,12 +157,17 @@ async def _collected(
     path: Path,
     options: TranscribeOptions,
     policy: AudioPolicy,
+    checked: Callable[[], None] | None = None,
 ) -> TimedTranscript:
+    """The transcript's parts collected; `checked` is called once the audio has passed its
+    checks (its first part)."""
     transcript: TimedTranscript | None = None
     async with aclosing(transcript_parts(runtime, ledger, path, options, policy)) as parts:
         async for part in parts:
             if isinstance(part, AudioInfo):
                 transcript = TimedTranscript(part)
+                if checked is not None:
+                    checked()
             else:
                 assert transcript is not None
                 transcript.segments.append(part)
