@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+import numpy.typing as npt
 from bench.diarization_set import voice_clips
 
 from voice_service.audio.encode import wav_of
@@ -17,21 +18,30 @@ PAUSE = 0.6
 COLLAR = 0.25
 
 
-def conversation(turns: Sequence[tuple[str, int]]) -> tuple[bytes, list[tuple[str, float, float]]]:
+Truth = list[tuple[str, float, float]]  # who spoke, from, to (seconds)
+
+
+def conversation(turns: Sequence[tuple[str, int]], pause: float = PAUSE) -> tuple[bytes, Truth]:
     """WAV of each (speaker, clip index) in turn with a pause between, and the true turns."""
-    pause = np.zeros(round(PAUSE * SAMPLE_RATE), dtype=np.float32)
+    samples, truth = spoken(turns, pause)
+    return wav_of(samples, SAMPLE_RATE), truth
+
+
+def spoken(
+    turns: Sequence[tuple[str, int]], pause: float = PAUSE
+) -> tuple[npt.NDArray[np.float32], Truth]:
+    """`conversation`'s samples (16 kHz mono) and true turns."""
+    silence = np.zeros(round(pause * SAMPLE_RATE), dtype=np.float32)
     parts, truth, at = [], [], 0.0
     for speaker, index in turns:
         clip = voice_clips(speaker)[index]
-        parts += [clip, pause]
+        parts += [clip, silence]
         truth.append((speaker, at, at + clip.size / SAMPLE_RATE))
-        at += (clip.size + pause.size) / SAMPLE_RATE
-    return wav_of(np.concatenate(parts), SAMPLE_RATE), truth
+        at += (clip.size + silence.size) / SAMPLE_RATE
+    return np.concatenate(parts), truth
 
 
-def who_said(
-    segments: Sequence[Mapping[str, object]], truth: list[tuple[str, float, float]]
-) -> dict[str, str]:
+def who_said(segments: Sequence[Mapping[str, object]], truth: Truth) -> dict[str, str]:
     """Each label's person: every segment's middle falls in a true turn of the person its
     label stands for (within the collar), one person per label, one label per person."""
     names: dict[str, str] = {}

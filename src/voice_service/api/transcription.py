@@ -7,10 +7,9 @@ from fastapi import APIRouter, Depends, Request
 from voice_service.audio.formats import NATIVE_AUDIO
 from voice_service.books.ledger import Ledger
 from voice_service.core.vocabulary import Scope, Service, UsageEndpoint
-from voice_service.engines.diarization import MAX_SPEAKERS
 from voice_service.engines.protocols import TranscribeOptions
 from voice_service.tenancy.principal import Principal
-from voice_service.transcription.fields import speaker_hints, word_timestamps
+from voice_service.transcription.fields import SPEAKER_FORM_FIELDS, speaker_hints, word_timestamps
 from voice_service.transcription.schemas import Transcript, TranscriptSegment, segment_fields
 from voice_service.transcription.service import (
     known_languages,
@@ -42,26 +41,7 @@ _BODY = multipart_request_body(
             "description": "Adds `segments`: each with its start and end (segment), and its "
             "words' too (word).",
         },
-        "diarize": {
-            "type": "boolean",
-            "default": False,
-            "description": "Tell the speakers apart: `segments`, each with its `speaker` "
-            "(speaker_0, speaker_1, …), split wherever the speaker changes. Billed as the "
-            "same seconds of audio.",
-        },
-        **{
-            name: {
-                "type": "integer",
-                "minimum": 1,
-                "maximum": MAX_SPEAKERS,
-                "description": description + " (with diarize=true).",
-            }
-            for name, description in (
-                ("num_speakers", "How many people speak, where known"),
-                ("min_speakers", "At least this many speak"),
-                ("max_speakers", "At most this many speak"),
-            )
-        },
+        **SPEAKER_FORM_FIELDS,
     },
     required=["file"],
 )

@@ -31,7 +31,13 @@ from voice_service.kit.db import transaction
 from voice_service.kit.outbound import OutboundPolicy
 from voice_service.kit.paging import UnknownCursor
 from voice_service.tenancy.principal import Principal
-from voice_service.transcription.fields import flag, word_timestamps
+from voice_service.transcription.fields import (
+    SPEAKER_FIELDS,
+    SPEAKER_FORM_FIELDS,
+    flag,
+    speaker_hints,
+    word_timestamps,
+)
 from voice_service.transcription.service import known_languages, parse_language
 from voice_service.web.context import AppContext
 from voice_service.web.deps import Authenticated, Context, RequestLedger, check_scope
@@ -74,6 +80,7 @@ _BODY = multipart_request_body(
             "description": "segment (default): each segment's start and end; word: each "
             "word's too.",
         },
+        **SPEAKER_FORM_FIELDS,
         "keep_audio": {
             "type": "boolean",
             "description": "Keep the audio once the job has ended (default false: deleted).",
@@ -193,6 +200,7 @@ async def _options(context: AppContext, principal: Principal, fields: dict[str, 
     return JobOptions(
         language=parse_language(fields.get("language"), known_languages(context)),
         word_timestamps=word_timestamps(fields.get("timestamps")),
+        speakers=speaker_hints(fields),
         keep_audio=flag(fields.get("keep_audio"), "keep_audio"),
         endpoint=UsageEndpoint(billed_as),
         webhook_url=await _webhook_url(context, principal, fields.get("webhook_url") or None),
@@ -232,11 +240,12 @@ def _url_fields(body: bytes) -> dict[str, str]:
     """The JSON body's fields as the multipart form would give them."""
     given = parse_json_body(body, JobFromUrl)
     fields = {"url": given.url}
-    for name in ("language", "timestamps", "billed_as", "webhook_url"):
+    for name in ("language", "timestamps", "billed_as", "webhook_url", *SPEAKER_FIELDS):
         value = getattr(given, name)
         if value is not None:
-            fields[name] = value
-    fields["keep_audio"] = "true" if given.keep_audio else "false"
+            fields[name] = str(value)
+    for name in ("keep_audio", "diarize"):
+        fields[name] = "true" if getattr(given, name) else "false"
     return fields
 
 

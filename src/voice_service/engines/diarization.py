@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Final
 
 import numpy as np
@@ -63,6 +63,10 @@ class SpeakerHints:
     min_speakers: int | None = None
     max_speakers: int | None = None
 
+    def given(self) -> dict[str, int]:
+        """The hints given, by their field names (as a job keeps them)."""
+        return {name: count for name, count in asdict(self).items() if count is not None}
+
     def bounds(self) -> tuple[int, int]:
         if self.num_speakers is not None:
             return self.num_speakers, self.num_speakers
@@ -76,6 +80,20 @@ class SpeakerTurn:
     end: float
 
 
+@dataclass(slots=True)
+class VoicedSegments:
+    """Speech in segments of one voice each: their seconds and unit d-vectors, in time
+    order. A long recording's are gathered piece by piece (a kilobyte per segment) and
+    clustered once at its end."""
+
+    spans: list[tuple[float, float]] = field(default_factory=list)
+    vectors: list[Floats] = field(default_factory=list)
+
+    def extend(self, other: VoicedSegments) -> None:
+        self.spans += other.spans
+        self.vectors += other.vectors
+
+
 Clusterer = Callable[[Floats, npt.NDArray[np.float64], tuple[int, int]], npt.NDArray[np.int64]]
 
 
@@ -87,19 +105,31 @@ class Diarizer:
 
     def turns(self, audio: Floats, hints: SpeakerHints = SpeakerHints()) -> list[SpeakerTurn]:
         """The speaker turns of `audio` (16 kHz mono), in time order; none without speech."""
-        segments: list[tuple[float, float]] = []
-        vectors: list[Floats] = []
+        return self.turns_of(self.voiced(audio), len(audio) / SAMPLE_RATE, hints)
+
+    def voiced(self, audio: Floats, offset: float = 0.0) -> VoicedSegments:
+        """The speech of `audio` (16 kHz mono, starting `offset` seconds into a longer
+        recording) in segments of one voice each, for `turns_of`."""
+        voiced = VoicedSegments()
         for start, end in speech_regions(audio):
             windows = self._encoder.window_vectors(audio[_samples(start, end)], STRIDE_FRAMES)
             for first, last in _pieces(windows):
-                segments.append(_span(first, last, windows.shape[0], start, end))
+                begin, finish = _span(first, last, windows.shape[0], start, end)
                 mean = windows[first:last].mean(axis=0)
-                vectors.append(mean / (np.linalg.norm(mean) + 1e-12))
-        if not segments:
+                voiced.spans.append((offset + begin, offset + finish))
+                voiced.vectors.append(mean / (np.linalg.norm(mean) + 1e-12))
+        return voiced
+
+    def turns_of(
+        self, voiced: VoicedSegments, duration: float, hints: SpeakerHints = SpeakerHints()
+    ) -> list[SpeakerTurn]:
+        """The speaker turns of a recording of `duration` seconds whose speech is `voiced`
+        (gathered in one piece, or piece by piece in the order of the audio)."""
+        if not voiced.spans:
             return []
-        durations = np.array([end - start for start, end in segments])
-        labels = self._cluster(np.stack(vectors), durations, hints.bounds())
-        return _joined(labels, segments, len(audio) / SAMPLE_RATE)
+        durations = np.array([end - start for start, end in voiced.spans])
+        labels = self._cluster(np.stack(voiced.vectors), durations, hints.bounds())
+        return _joined(labels, voiced.spans, duration)
 
 
 def speech_regions(audio: Floats) -> list[tuple[float, float]]:

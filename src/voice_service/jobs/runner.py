@@ -1,7 +1,9 @@
 """Running one transcription job: its audio fetched from the blob store, decoded as it goes,
 cut into pieces at pauses (`audio.pieces`), each piece transcribed at batch priority (below
 every live turn and request), progress recorded after each, and the job settled once: its
-transcript and usage row in one transaction, or its failure, billed nothing.
+transcript and usage row in one transaction, or its failure, billed nothing. A job that
+tells its speakers apart gathers each piece's voiced segments beside its transcript and
+clusters them once, at the end, over the whole recording.
 
 A run may be repeated (its node killed, the queue handing the job to another worker): a run
 starts the job over from its audio, and only the first to settle it bills it.
@@ -30,7 +32,8 @@ from voice_service.books.usage.charge import Charge
 from voice_service.core.errors import ApiError, InternalError, InvalidRequest, ProviderError
 from voice_service.core.models import TranscriptionJob
 from voice_service.core.vocabulary import Capability, JobStatus, WebhookEvent
-from voice_service.engines.catalog import DECODER
+from voice_service.engines.catalog import DECODER, DIARIZER
+from voice_service.engines.diarization import Diarizer, SpeakerHints, VoicedSegments, attributed
 from voice_service.engines.protocols import (
     EngineError,
     Segment,
@@ -70,7 +73,18 @@ class _Cancelled(Exception):
 class _Transcript:
     language: str | None
     segments: list[Segment]
+    voiced: VoicedSegments  # where it is diarized
     duration: Fraction = Fraction(0)
+
+
+@dataclass(frozen=True, slots=True)
+class _PieceResult:
+    language: str | None
+    segments: list[Segment]  # timed from the start of the whole audio
+    voiced: VoicedSegments
+
+
+_Transcribing = Coroutine[Any, Any, _PieceResult]
 
 
 async def run_job(runtime: Runtime, webhooks: SqlQueue, job_id: str, *, last_attempt: bool) -> None:
@@ -111,9 +125,13 @@ async def _transcribed(runtime: Runtime, job: TranscriptionJob) -> _Transcript:
             await runtime.blobs.get_file(job.audio, path)
         except LookupError:
             raise gone from None
-        transcript = _Transcript(job.language, [])
+        transcript = _Transcript(job.language, [], VoicedSegments())
+        speakers = None if job.speakers is None else SpeakerHints(**job.speakers)
+        # Word times place the changes of speaker.
         options = TranscribeOptions(
-            language=job.language, timestamps=True, word_timestamps=job.word_timestamps
+            language=job.language,
+            timestamps=True,
+            word_timestamps=job.word_timestamps or speakers is not None,
         )
         try:
             transcriber = transcriber_for(runtime.engines, runtime.providers, job.language)
@@ -138,12 +156,13 @@ async def _transcribed(runtime: Runtime, job: TranscriptionJob) -> _Transcript:
                         if transcript.language is None:  # the first speech sets it for all
                             await under_way.settle()
                         asked = replace(options, language=transcript.language)
-                        await under_way.add(
-                            item, _piece_transcript(runtime, transcriber, item, asked)
-                        )
+                        told = _piece_told(runtime, transcriber, item, asked, speakers)
+                        await under_way.add(item, told)
                     else:
                         await under_way.add(item, None)
                 await under_way.settle()
+                if speakers is not None:
+                    await _diarized(runtime, job, transcript, speakers)
         runtime.metrics.count_audio(Capability.SPEECH_TO_TEXT, float(transcript.duration))
         return transcript
     finally:
@@ -159,10 +178,6 @@ def _window(transcriber: LocalTranscriber | Provider) -> int:
     return 1
 
 
-PieceResult = tuple[str | None, list[Segment]]  # its language, its segments
-Transcribing = Coroutine[Any, Any, PieceResult]
-
-
 class _PiecesUnderWay:
     """Pieces being transcribed, at most `window` at once, taken into the transcript (and
     the job's progress) in the order of the audio, whichever finishes first. Leaving the
@@ -172,7 +187,7 @@ class _PiecesUnderWay:
         self._runtime, self._job_id = runtime, job_id
         self._transcript = transcript
         self._window = window
-        self._pieces: deque[tuple[Piece, asyncio.Task[PieceResult] | None]] = deque()
+        self._pieces: deque[tuple[Piece, asyncio.Task[_PieceResult] | None]] = deque()
 
     async def __aenter__(self) -> _PiecesUnderWay:
         return self
@@ -183,7 +198,7 @@ class _PiecesUnderWay:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def add(self, piece: Piece, transcribing: Transcribing | None) -> None:
+    async def add(self, piece: Piece, transcribing: _Transcribing | None) -> None:
         """A piece and its transcription (None: no speech in it); back once fewer than
         `window` are under way."""
         task = asyncio.create_task(transcribing) if transcribing is not None else None
@@ -199,9 +214,10 @@ class _PiecesUnderWay:
     async def _take_oldest(self) -> None:
         piece, task = self._pieces[0]
         if task is not None:
-            language, segments = await task
-            self._transcript.language = self._transcript.language or language
-            self._transcript.segments.extend(segments)
+            told = await task
+            self._transcript.language = self._transcript.language or told.language
+            self._transcript.segments.extend(told.segments)
+            self._transcript.voiced.extend(told.voiced)
         self._pieces.popleft()
         await _progressed(self._runtime, self._job_id, piece.end / RATE)
 
@@ -232,6 +248,54 @@ def _pieces(path: Path, accepted: AcceptedAudio, max_seconds: float) -> Iterator
         duration = decoded
     yield from cutter.finish()
     yield duration
+
+
+async def _piece_told(
+    runtime: Runtime,
+    transcriber: LocalTranscriber | Provider,
+    piece: Piece,
+    options: TranscribeOptions,
+    speakers: SpeakerHints | None,
+) -> _PieceResult:
+    """The piece's transcript, and its voiced segments where the job is diarized (on a
+    worker of their own where one is free)."""
+    async with asyncio.TaskGroup() as both:
+        transcribing = both.create_task(_piece_transcript(runtime, transcriber, piece, options))
+        if speakers is not None:
+            voiced = await runtime.pool.run(
+                Job(Capability.SPEECH_TO_TEXT, DIARIZER, batch=True),
+                _diarizer(runtime).voiced,
+                piece.samples,
+                piece.start_seconds,
+            )
+        else:
+            voiced = VoicedSegments()
+    language, segments = transcribing.result()
+    return _PieceResult(language, segments, voiced)
+
+
+def _diarizer(runtime: Runtime) -> Diarizer:
+    assert runtime.engines is not None and runtime.engines.diarizer is not None
+    return runtime.engines.diarizer
+
+
+async def _diarized(
+    runtime: Runtime, job: TranscriptionJob, transcript: _Transcript, speakers: SpeakerHints
+) -> None:
+    """Name the speaker of each segment (and word) of the whole transcript, once every
+    piece's voiced segments are in; words go again unless the job asked for them."""
+    diarizer = _diarizer(runtime)
+    turns = await runtime.pool.run(
+        Job(Capability.SPEECH_TO_TEXT, DIARIZER, batch=True),
+        diarizer.turns_of,
+        transcript.voiced,
+        float(transcript.duration),
+        speakers,
+    )
+    segments = attributed(transcript.segments, turns)
+    if not job.word_timestamps:
+        segments = [replace(segment, words=()) for segment in segments]
+    transcript.segments = segments
 
 
 async def _piece_transcript(

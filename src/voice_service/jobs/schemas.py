@@ -31,6 +31,10 @@ class JobFromUrl(BaseModel):
     language: str | None = Field(None, max_length=16, examples=["en"])
     timestamps: Literal["segment", "word"] | None = None
     keep_audio: bool = False
+    diarize: bool = Field(False, description="Tell the speakers apart (as /speech-to-text).")
+    num_speakers: int | None = Field(None, description="With diarize: exactly this many.")
+    min_speakers: int | None = Field(None, description="With diarize: at least this many.")
+    max_speakers: int | None = Field(None, description="With diarize: at most this many.")
     billed_as: Literal["speech-to-text", "asr"] | None = None
     webhook_url: str | None = Field(None, max_length=2048, description=WEBHOOK_URL)
 
@@ -59,6 +63,10 @@ class TranscriptionJobOut(BaseModel):
     )
     language: str | None = Field(description="Asked for; once completed, the transcript's.")
     timestamps: str = Field(description="segment, or word.")
+    diarize: bool = Field(description="Its segments (and words) name their speakers.")
+    num_speakers: int | None
+    min_speakers: int | None
+    max_speakers: int | None
     billed_as: str = Field(description="The usage endpoint it is billed under, once completed.")
     units: int | None = Field(description="Units billed: null until it completes.")
     audio_kept: bool = Field(description="Its audio is still stored.")
@@ -74,6 +82,7 @@ class TranscriptionJobOut(BaseModel):
             else None
         )
         result: dict[str, Any] | None = job.result if with_result else None
+        hints = job.speakers or {}
         return cls(
             id=job.id,
             status=JobStatus(job.status),
@@ -85,6 +94,10 @@ class TranscriptionJobOut(BaseModel):
             progress_seconds=job.done_seconds,
             language=job.language,
             timestamps="word" if job.word_timestamps else "segment",
+            diarize=job.speakers is not None,
+            num_speakers=hints.get("num_speakers"),
+            min_speakers=hints.get("min_speakers"),
+            max_speakers=hints.get("max_speakers"),
             billed_as=job.endpoint,
             units=job.units,
             audio_kept=job.audio is not None,

@@ -21,6 +21,7 @@ from voice_service.core.ids import new_id
 from voice_service.core.models import TranscriptionJob
 from voice_service.core.vocabulary import Capability, JobStatus, UsageEndpoint
 from voice_service.engines.catalog import DECODER
+from voice_service.engines.diarization import SpeakerHints
 from voice_service.inference.admission import Job
 from voice_service.jobs import repository
 from voice_service.kit.db import transaction
@@ -44,6 +45,7 @@ ATTEMPTS = 3
 class JobOptions:
     language: str | None  # None: detected from the first speech
     word_timestamps: bool
+    speakers: SpeakerHints | None  # told apart, with these hints; None: not asked
     keep_audio: bool
     endpoint: UsageEndpoint  # what its usage is billed under
     webhook_url: str | None  # told when it ends, besides the organization's webhooks
@@ -110,6 +112,7 @@ async def submit_job(
                 endpoint=options.endpoint.value,
                 language=options.language,
                 word_timestamps=options.word_timestamps,
+                speakers=None if options.speakers is None else options.speakers.given(),
                 keep_audio=options.keep_audio,
                 webhook_url=options.webhook_url,
                 audio=name,

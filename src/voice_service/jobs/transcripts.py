@@ -27,6 +27,7 @@ def transcript_file(transcript: JobTranscript, format: TranscriptFormat) -> str:
             start=s.start,
             end=s.end,
             words=tuple(Word(w.word, w.start, w.end) for w in s.words or ()),
+            speaker=s.speaker,
         )
         for s in transcript.segments
     ]

@@ -4,11 +4,39 @@ endpoints and jobs), each refused in the spec's envelope with the field it names
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any, Final
 
 from voice_service.core.errors import InvalidRequest
 from voice_service.engines.diarization import MAX_SPEAKERS, SpeakerHints
 
 SPEAKER_FIELDS = ("num_speakers", "min_speakers", "max_speakers")
+# How the form fields `speaker_hints` reads are described in OpenAPI.
+SPEAKER_FORM_FIELDS: Final[dict[str, dict[str, Any]]] = {
+    "diarize": {
+        "type": "boolean",
+        "default": False,
+        "description": "Tell the speakers apart: `segments`, each with its `speaker` "
+        "(speaker_0, speaker_1, …), split wherever the speaker changes. Billed as the "
+        "same seconds of audio.",
+    },
+    **{
+        name: {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_SPEAKERS,
+            "description": description + " (with diarize=true).",
+        }
+        for name, description in zip(
+            SPEAKER_FIELDS,
+            (
+                "How many people speak, where known",
+                "At least this many speak",
+                "At most this many speak",
+            ),
+            strict=True,
+        )
+    },
+}
 
 
 def flag(value: str | None, name: str) -> bool:

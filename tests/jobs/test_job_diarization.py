@@ -1,0 +1,103 @@
+"""diarize on transcription jobs: a recording long enough to be cut into pieces names each
+real person alike in every piece (the speakers are told apart over the whole recording, not
+piece by piece), in the job's JSON and captions, billed as the same seconds."""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+import pytest
+
+from tests.helpers.api import assert_error, usage_units
+from tests.helpers.app import Tenant, Tenants
+from tests.helpers.jobs import settled, submit, wav_bytes
+from tests.helpers.speakers import CALLER, COMMANDS, READER, conversation, spoken, who_said
+from voice_service.audio.pieces import PieceCutter
+from voice_service.audio.vad import RATE
+
+pytestmark = pytest.mark.anyio
+
+# Each person speaks in turn four times, with pauses long enough to cut pieces at.
+ROUNDS = [
+    (person, index)
+    for round_ in ((0, 4, 1), (2, 1, 0), (3, 2, 2), (4, 3, 3))
+    for person, index in zip((READER, CALLER, COMMANDS), round_, strict=True)
+]
+PIECE_PAUSE = 1.2
+
+
+async def test_each_person_is_named_alike_in_every_piece_of_a_job(
+    client: httpx.AsyncClient, tenant: Tenant, tenants: Tenants
+) -> None:
+    samples, truth = spoken(ROUNDS, PIECE_PAUSE)
+    cutter = PieceCutter()
+    pieces = [piece for piece in [*cutter.add(samples), *cutter.finish()] if piece.speech]
+    assert len(pieces) >= 3  # so labels made piece by piece would not agree
+
+    response = await submit(
+        client, tenant, wav_bytes(samples), language="en", diarize="true", timestamps="word"
+    )
+    assert response.status_code == 202, response.text
+    assert response.json()["diarize"] is True
+    done = await settled(client, tenant, response.json()["id"])
+    assert done["status"] == "completed", done
+    segments = done["result"]["segments"]
+    names = who_said(segments, truth)
+    assert sorted(names) == ["speaker_0", "speaker_1", "speaker_2"]
+    assert names["speaker_0"] == READER  # numbered by first speech
+    for segment in segments:
+        assert {word["speaker"] for word in segment["words"]} == {segment["speaker"]}
+
+    # The same seconds as without diarize, billed once.
+    assert done["units"] == -(-samples.size // RATE)
+    assert await usage_units(tenants, tenant.org_id) == [("speech-to-text", done["units"])]
+
+    url = f"/transcription-jobs/{done['id']}"
+    srt = (await client.get(url, params={"format": "srt"}, headers=tenant.headers)).text
+    said = re.findall(r"\d\d,\d{3}\n\[(speaker_\d)\] \S", srt)
+    assert said == [segment["speaker"] for segment in segments]
+    vtt = (await client.get(url, params={"format": "vtt"}, headers=tenant.headers)).text
+    voices = re.findall(r"\d\d\.\d{3}\n<v (speaker_\d)>[^<\n]+</v>\n", vtt)
+    assert voices == [segment["speaker"] for segment in segments]
+
+
+async def test_a_job_honours_num_speakers_and_leaves_words_out_unless_asked(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    audio, _ = conversation(ROUNDS[:6])
+    response = await submit(client, tenant, audio, language="en", diarize="true", num_speakers="2")
+    assert response.status_code == 202, response.text
+    assert response.json()["num_speakers"] == 2
+    done = await settled(client, tenant, response.json()["id"])
+    assert done["status"] == "completed", done
+    segments = done["result"]["segments"]
+    assert {segment["speaker"] for segment in segments} == {"speaker_0", "speaker_1"}
+    assert all(segment["words"] is None for segment in segments)  # not asked for
+
+
+async def test_bad_speaker_hints_are_refused_at_submission(
+    client: httpx.AsyncClient, tenant: Tenant, tenants: Tenants
+) -> None:
+    audio, _ = conversation(ROUNDS[:2])
+    for fields, param in (
+        ({"diarize": "true", "min_speakers": "3", "max_speakers": "2"}, "min_speakers"),
+        ({"diarize": "true", "num_speakers": "33"}, "num_speakers"),
+        ({"num_speakers": "2"}, "num_speakers"),
+        ({"diarize": "yes"}, "diarize"),
+    ):
+        response = await submit(client, tenant, audio, **fields)
+        assert assert_error(response, 400, "INVALID_REQUEST")["message"].startswith(param)
+    # The same rules for a job by URL, before anything is fetched (a loopback URL, which
+    # would be refused were it fetched).
+    for body, param in (
+        ({"diarize": True, "num_speakers": 0}, "num_speakers"),
+        ({"max_speakers": 2}, "max_speakers"),
+    ):
+        response = await client.post(
+            "/transcription-jobs",
+            headers=tenant.headers,
+            json={"url": "https://127.0.0.1:9/meeting.mp3", **body},
+        )
+        assert assert_error(response, 400, "INVALID_REQUEST")["message"].startswith(param)
+    assert await usage_units(tenants, tenant.org_id) == []
