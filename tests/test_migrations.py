@@ -10,8 +10,8 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import Connection, Float
-from sqlalchemy.types import TypeEngine
 from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.types import TypeEngine
 
 from voice_service.core.models import Base
 from voice_service.kit.db import migrate

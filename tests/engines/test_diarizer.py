@@ -1,0 +1,61 @@
+"""The diarizer over a long recording: its speech gathered piece by piece (as a job does),
+four hours of it clustered at once within bounded memory, each person one label throughout."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+import pytest
+from tests.helpers.speakers import CALLER, COMMANDS, READER, spoken
+
+from voice_service.engines.diarization import MAX_CLUSTERED, Diarizer, VoicedSegments
+from voice_service.engines.speaker_embedding import SAMPLE_RATE, SpeakerEncoder
+
+ROUNDS = [
+    (person, index)
+    for round_ in ((0, 4, 1), (2, 1, 0), (3, 2, 2))
+    for person, index in zip((READER, CALLER, COMMANDS), round_, strict=True)
+]
+HOURS = 4
+MEMORY_BOUND = 100 * 2**20  # the most clustering four hours may allocate at once
+
+
+@pytest.fixture(scope="module")
+def diarizer() -> Diarizer:
+    return Diarizer(SpeakerEncoder())
+
+
+def test_four_hours_gathered_piece_by_piece_cluster_in_bounded_memory(diarizer: Diarizer) -> None:
+    samples, truth = spoken(ROUNDS, pause=1.0)
+    seconds = samples.size / SAMPLE_RATE
+    once = diarizer.voiced(samples)
+    # The same real conversation, over and over for four hours, as a job's pieces gather it.
+    gathered = VoicedSegments()
+    copies = int(HOURS * 3600 / seconds)
+    for copy in range(copies):
+        offset = copy * seconds
+        gathered.extend(
+            VoicedSegments(
+                [(offset + start, offset + end) for start, end in once.spans], once.vectors
+            )
+        )
+    assert len(gathered.spans) > MAX_CLUSTERED  # so the bound, not the input, is tested
+
+    tracemalloc.start()
+    try:
+        turns = diarizer.turns_of(gathered, copies * seconds)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < MEMORY_BOUND, f"{peak / 2**20:.0f} MiB"
+
+    # Each person has one label from the first copy to the last.
+    people: dict[int, str] = {}
+    for turn in turns:
+        middle = (turn.start + turn.end) / 2 % seconds
+        (person,) = {p for p, start, end in truth if start - 0.25 <= middle <= end + 0.25}
+        assert people.setdefault(turn.speaker, person) == person
+    assert sorted(people.values()) == sorted({READER, CALLER, COMMANDS})
+    assert turns[-1].end > (copies - 1) * seconds
+    assert np.diff([turn.start for turn in turns]).min() > 0
