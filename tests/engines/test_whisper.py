@@ -313,7 +313,8 @@ def test_a_short_clip_that_loops_is_decoded_again_without_timestamp_tokens(
     audio = next(
         (clip for clip in map(espeak_french, SENTENCES["fr"]) if loops(engine, clip)), None
     )
-    assert audio is not None, "no French sentence loops with timestamp tokens on this machine"
+    if audio is None:  # nothing to show the second decode on, not a failure of it
+        pytest.skip("no French sentence loops with timestamp tokens on this CPU")
 
     decodes = recorded_decodes(engine, monkeypatch)
     segments = list(engine.stream(audio, TranscribeOptions("fr")).segments)

@@ -3,6 +3,7 @@ spoke when, and the check that a diarized answer's labels stand for them."""
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -52,3 +53,13 @@ def who_said(segments: Sequence[Mapping[str, object]], truth: Truth) -> dict[str
         assert names.setdefault(str(segment["speaker"]), person) == person, segments
     assert len(set(names.values())) == len(names), names
     return names
+
+
+def reference(person: str, *indices: int) -> npt.NDArray[np.float32]:
+    """A clip of `person` alone for a known-speaker reference: the recordings `indices`."""
+    return np.concatenate([voice_clips(person)[index] for index in indices])
+
+
+def data_url(samples: npt.NDArray[np.float32]) -> str:
+    """`samples` (16 kHz mono) as a WAV data URL, as known_speaker_references take it."""
+    return "data:audio/wav;base64," + base64.b64encode(wav_of(samples, SAMPLE_RATE)).decode()

@@ -12,7 +12,16 @@ import pytest
 from tests.helpers.api import assert_error, usage_units
 from tests.helpers.app import Tenant, Tenants
 from tests.helpers.jobs import settled, submit, wav_bytes
-from tests.helpers.speakers import CALLER, COMMANDS, READER, conversation, spoken, who_said
+from tests.helpers.speakers import (
+    CALLER,
+    COMMANDS,
+    READER,
+    conversation,
+    data_url,
+    reference,
+    spoken,
+    who_said,
+)
 from voice_service.audio.pieces import PieceCutter
 from voice_service.audio.vad import RATE
 
@@ -62,17 +71,28 @@ async def test_each_person_is_named_alike_in_every_piece_of_a_job(
     assert voices == [segment["speaker"] for segment in segments]
 
 
-async def test_a_job_honours_num_speakers_and_leaves_words_out_unless_asked(
+async def test_a_job_honours_its_hints_and_leaves_words_out_unless_asked(
     client: httpx.AsyncClient, tenant: Tenant
 ) -> None:
-    audio, _ = conversation(ROUNDS[:6])
-    response = await submit(client, tenant, audio, language="en", diarize="true", num_speakers="2")
+    audio, truth = conversation(ROUNDS[:6])
+    response = await submit(
+        client,
+        tenant,
+        audio,
+        language="en",
+        diarize="true",
+        num_speakers="3",
+        known_speaker_names="Bob",
+        known_speaker_references=data_url(reference(CALLER, 0, 2, 3)),
+    )
     assert response.status_code == 202, response.text
-    assert response.json()["num_speakers"] == 2
+    assert response.json()["num_speakers"] == 3
+    assert response.json()["known_speaker_names"] == ["Bob"]
     done = await settled(client, tenant, response.json()["id"])
     assert done["status"] == "completed", done
     segments = done["result"]["segments"]
-    assert {segment["speaker"] for segment in segments} == {"speaker_0", "speaker_1"}
+    names = who_said(segments, truth)
+    assert names == {"speaker_0": READER, "Bob": CALLER, "speaker_2": COMMANDS}
     assert all(segment["words"] is None for segment in segments)  # not asked for
 
 

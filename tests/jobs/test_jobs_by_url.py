@@ -15,6 +15,7 @@ from tests.helpers.api import assert_error
 from tests.helpers.app import Tenant, Tenants, make_settings, running
 from tests.helpers.jobs import one_recording, settled, wav_bytes
 from tests.helpers.loopback_http import http_server
+from voice_service.api.transcription_jobs import MAX_JSON_BYTES
 from voice_service.app import create_app
 from voice_service.inference.engines import Engines
 from voice_service.settings import Settings
@@ -89,7 +90,7 @@ async def test_every_failure_to_fetch_says_why(
     huge = await client.post(
         "/transcription-jobs",
         headers={**tenant.headers, "Content-Type": "application/json"},
-        content=b'{"url": "' + b"a" * 20_000 + b'"}',
+        content=b'{"url": "' + b"a" * MAX_JSON_BYTES + b'"}',
     )
     assert_error(huge, 413, "PAYLOAD_TOO_LARGE")
     assert (await client.get("/transcription-jobs", headers=tenant.headers)).json()["jobs"] == []

@@ -11,7 +11,7 @@ from openai.types.audio import TranscriptionDiarized
 
 from tests.helpers import speech_clips as clips
 from tests.helpers.live import LiveServer
-from tests.helpers.speakers import CALLER, READER, conversation, who_said
+from tests.helpers.speakers import CALLER, READER, conversation, data_url, reference, who_said
 from voice_service.audio.encode import MP3, encode
 
 TEXT = "The quick brown fox jumps over the lazy dog. It was a sunny day by the river."
@@ -170,12 +170,29 @@ def test_translations_have_no_diarized_json(client: openai.OpenAI) -> None:
         )
 
 
-def test_known_speaker_names_are_refused_not_ignored(client: openai.OpenAI) -> None:
-    with pytest.raises(openai.BadRequestError, match="known_speaker_names"):
+def test_known_speaker_names_label_the_people_they_name(client: openai.OpenAI) -> None:
+    audio, truth = conversation([(READER, 0), (CALLER, 4), (READER, 2)])
+    result = client.audio.transcriptions.create(
+        model="gpt-4o-transcribe-diarize",
+        file=("talk.wav", audio),
+        response_format="diarized_json",
+        language="en",
+        known_speaker_names=["agent", "customer"],
+        known_speaker_references=[
+            data_url(reference(READER, 3)),
+            data_url(reference(CALLER, 0, 2, 3)),
+        ],
+    )
+    assert isinstance(result, TranscriptionDiarized), type(result)
+    names = who_said([segment.model_dump() for segment in result.segments], truth)
+    assert names == {"agent": READER, "customer": CALLER}
+
+
+def test_known_speaker_names_need_diarized_json(client: openai.OpenAI) -> None:
+    with pytest.raises(openai.BadRequestError, match="diarized_json"):
         client.audio.transcriptions.create(
-            model="gpt-4o-transcribe-diarize",
+            model="whisper-1",
             file=("a.wav", b"RIFF"),
-            response_format="diarized_json",
             known_speaker_names=["agent"],
-            known_speaker_references=["data:audio/wav;base64,UklGRg=="],
+            known_speaker_references=[data_url(reference(READER, 3))],
         )

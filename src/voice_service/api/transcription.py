@@ -10,6 +10,13 @@ from voice_service.core.vocabulary import Scope, Service, UsageEndpoint
 from voice_service.engines.protocols import TranscribeOptions
 from voice_service.tenancy.principal import Principal
 from voice_service.transcription.fields import SPEAKER_FORM_FIELDS, speaker_hints, word_timestamps
+from voice_service.transcription.known_speakers import (
+    FIELDS,
+    KNOWN_SPEAKER_FORM_FIELDS,
+    MAX_KNOWN_SPEAKERS,
+    MAX_REFERENCE_BYTES,
+    named_people,
+)
 from voice_service.transcription.schemas import Transcript, TranscriptSegment, segment_fields
 from voice_service.transcription.service import (
     known_languages,
@@ -18,7 +25,7 @@ from voice_service.transcription.service import (
 )
 from voice_service.web.deps import Context, IdempotencyKey, RequestLedger, require
 from voice_service.web.schemas import error_responses, multipart_request_body
-from voice_service.web.uploads import receive_audio_upload
+from voice_service.web.uploads import ExtraFields, receive_audio_upload
 
 router = APIRouter(tags=["transcription"])
 
@@ -42,23 +49,33 @@ _BODY = multipart_request_body(
             "words' too (word).",
         },
         **SPEAKER_FORM_FIELDS,
+        **KNOWN_SPEAKER_FORM_FIELDS,
     },
     required=["file"],
 )
 _RESPONSES = error_responses(400, 413, 415, 502)
+_NAMED_PEOPLE = ExtraFields(2 * MAX_KNOWN_SPEAKERS, FIELDS, MAX_REFERENCE_BYTES)
 
 
 async def _transcribe(
     request: Request, context: Context, ledger: Ledger, endpoint: str
 ) -> Transcript:
     async with receive_audio_upload(
-        request, context.settings.max_upload_bytes, context.uploads_dir
+        request, context.settings.max_upload_bytes, context.uploads_dir, _NAMED_PEOPLE
     ) as upload:
         fields = upload.fields
         language = parse_language(fields.get("language"), known_languages(context))
         timed = bool(fields.get("timestamps"))
         words = word_timestamps(fields.get("timestamps"))
         speakers = speaker_hints(fields)
+        assert ledger.principal is not None
+        known = await named_people(
+            context,
+            ledger.principal.org_id,
+            upload.values,
+            diarized=speakers is not None,
+            needs="diarize=true",
+        )
         transcript = await transcribe_upload(
             context,
             ledger,
@@ -66,6 +83,7 @@ async def _transcribe(
             upload.path,
             TranscribeOptions(language=language, timestamps=timed, word_timestamps=words),
             speakers=speakers,
+            known=known,
         )
     answer = Transcript(
         text=transcript.text, language=transcript.info.language, request_id=ledger.request_id

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
@@ -10,6 +11,7 @@ from fastapi import Path as PathParam
 
 from voice_service.api.webhooks import DeliveryId
 from voice_service.audio.formats import NATIVE_AUDIO
+from voice_service.audio.policy import NATIVE_POLICY
 from voice_service.books.idempotency.fingerprint import fingerprint
 from voice_service.books.idempotency.keys import HEADER as IDEMPOTENCY_HEADER
 from voice_service.books.ledger import Ledger
@@ -38,19 +40,31 @@ from voice_service.transcription.fields import (
     speaker_hints,
     word_timestamps,
 )
+from voice_service.transcription.known_speakers import (
+    FIELDS,
+    KNOWN_SPEAKER_FORM_FIELDS,
+    MAX_KNOWN_SPEAKERS,
+    MAX_REFERENCE_BYTES,
+    NAMES,
+    REFERENCES,
+    known_voices,
+    named_people,
+)
 from voice_service.transcription.service import known_languages, parse_language
 from voice_service.web.context import AppContext
 from voice_service.web.deps import Authenticated, Context, RequestLedger, check_scope
 from voice_service.web.idempotency import claim_idempotency_key, request_target
 from voice_service.web.schemas import error_responses, multipart_request_body, parse_json_body
-from voice_service.web.uploads import receive_from_url, receive_large_upload
+from voice_service.web.uploads import ExtraFields, receive_from_url, receive_large_upload
 from voice_service.webhooks import repository as webhooks
 from voice_service.webhooks.schemas import DeliveryList, DeliveryOut
 from voice_service.webhooks.service import checked_url, redeliver
 
 router = APIRouter(tags=["transcription jobs"])
 
-MAX_JSON_BYTES = 16 * 1024
+_NAMED_PEOPLE = ExtraFields(2 * MAX_KNOWN_SPEAKERS, FIELDS, MAX_REFERENCE_BYTES)
+# A URL and options, and the data URLs of the people it names.
+MAX_JSON_BYTES = 16 * 1024 + MAX_KNOWN_SPEAKERS * MAX_REFERENCE_BYTES
 MAX_URL_LENGTH = 2048
 
 
@@ -81,6 +95,7 @@ _BODY = multipart_request_body(
             "word's too.",
         },
         **SPEAKER_FORM_FIELDS,
+        **KNOWN_SPEAKER_FORM_FIELDS,
         "keep_audio": {
             "type": "boolean",
             "description": "Keep the audio once the job has ended (default false: deleted).",
@@ -147,13 +162,13 @@ async def submit(
     claim = _Claim(request, context, ledger, principal, idempotency_key)
     if request.headers.get("content-type", "").lower().startswith("application/json"):
         body = await _small_body(request)
-        fields = _url_fields(body)
-        options = await _options(context, principal, fields)
+        items = _url_fields(body)
+        options = await _options(context, principal, items)
         await claim.run(fingerprint("POST", request_target(request), "application/json", body))
         settings = context.settings
         async with receive_from_url(
             OutboundPolicy(settings.outbound_allowed),
-            fields["url"],
+            dict(items)["url"],
             context.uploads_dir,
             settings.job_max_upload_bytes,
             settings.job_fetch_timeout_seconds,
@@ -162,12 +177,12 @@ async def submit(
             job = await submit_job(context, queue, ledger, fetched.path, fetched.size, options)
     else:
         async with receive_large_upload(
-            request, request_target(request), context.uploads_dir
+            request, request_target(request), context.uploads_dir, _NAMED_PEOPLE
         ) as upload:
             limit = context.settings.job_max_upload_bytes
             if upload.size > limit:
                 raise PayloadTooLarge(f"file: the file exceeds the {megabytes(limit)} limit.")
-            options = await _options(context, principal, upload.fields)
+            options = await _options(context, principal, upload.items)
             await claim.run(upload.fingerprint)
             queue = _workers(context).queue
             job = await submit_job(context, queue, ledger, upload.path, upload.size, options)
@@ -192,15 +207,31 @@ class _Claim:
             )
 
 
-async def _options(context: AppContext, principal: Principal, fields: dict[str, str]) -> JobOptions:
+async def _options(
+    context: AppContext, principal: Principal, items: Sequence[tuple[str, str]]
+) -> JobOptions:
+    """The job's options from its form's fields (each name's last value; the people it
+    names, every value), checked."""
+    fields = dict(items)
     billed_as = fields.get("billed_as", UsageEndpoint.SPEECH_TO_TEXT.value)
     if billed_as not in _ENDPOINTS:
         raise InvalidRequest(f"billed_as: one of {', '.join(_ENDPOINTS)}.", param="billed_as")
     check_scope(principal, *_ENDPOINTS[billed_as])
+    speakers = speaker_hints(fields)
+    clips = await named_people(
+        context,
+        principal.org_id,
+        lambda name: [value for key, value in items if key == name],
+        diarized=speakers is not None,
+        needs="diarize=true",
+    )
+    if speakers is not None and clips:
+        known = await known_voices(context, clips, NATIVE_POLICY.accepted)
+        speakers = replace(speakers, known=known)
     return JobOptions(
         language=parse_language(fields.get("language"), known_languages(context)),
         word_timestamps=word_timestamps(fields.get("timestamps")),
-        speakers=speaker_hints(fields),
+        speakers=speakers,
         keep_audio=flag(fields.get("keep_audio"), "keep_audio"),
         endpoint=UsageEndpoint(billed_as),
         webhook_url=await _webhook_url(context, principal, fields.get("webhook_url") or None),
@@ -236,16 +267,18 @@ async def _small_body(request: Request) -> bytes:
     return bytes(body)
 
 
-def _url_fields(body: bytes) -> dict[str, str]:
+def _url_fields(body: bytes) -> list[tuple[str, str]]:
     """The JSON body's fields as the multipart form would give them."""
     given = parse_json_body(body, JobFromUrl)
-    fields = {"url": given.url}
+    fields = [("url", given.url)]
     for name in ("language", "timestamps", "billed_as", "webhook_url", *SPEAKER_FIELDS):
         value = getattr(given, name)
         if value is not None:
-            fields[name] = str(value)
+            fields.append((name, str(value)))
     for name in ("keep_audio", "diarize"):
-        fields[name] = "true" if getattr(given, name) else "false"
+        fields.append((name, "true" if getattr(given, name) else "false"))
+    fields += [(NAMES, name) for name in given.known_speaker_names]
+    fields += [(REFERENCES, reference) for reference in given.known_speaker_references]
     return fields
 
 

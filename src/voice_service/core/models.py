@@ -358,8 +358,8 @@ class TranscriptionJob(Base):
     endpoint: Mapped[str] = mapped_column(String(40))  # what its usage is billed under
     language: Mapped[str | None] = mapped_column(String(8))  # asked for, or detected
     word_timestamps: Mapped[bool] = mapped_column(default=False)
-    # Told apart when asked: the speaker-count hints ({} for none); None: not diarized.
-    speakers: Mapped[dict[str, int] | None] = mapped_column(JSON)
+    # Told apart when asked: SpeakerHints.given() ({} for none); None: not diarized.
+    speakers: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     keep_audio: Mapped[bool] = mapped_column(default=False)
     audio: Mapped[str | None] = mapped_column(String(200))  # its blob; None once deleted
     audio_bytes: Mapped[int] = mapped_column(BigInteger)

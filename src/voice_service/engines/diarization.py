@@ -6,7 +6,9 @@ people with no pause between them) and into segments of at most `MAX_SEGMENT_SEC
 segment is the mean of its windows, and the segments are clustered: SciPy's average-linkage
 hierarchy over cosine distance, cut at the caller's number of speakers, else where merging
 would join clusters further apart than `THRESHOLD` (kept within the caller's bounds). A
-"speaker" heard for under `MIN_SPEAKER_SECONDS` goes to the nearest other. A speaker's
+"speaker" heard for under `MIN_SPEAKER_SECONDS` goes to the nearest other. Speakers the
+caller knows (a reference clip each) name the speakers whose voices are nearest theirs, one
+each, where they are nearer than `THRESHOLD` apart. A speaker's
 segments less than `GAP_SECONDS` apart are one turn, and each turn reaches `EDGE_SECONDS`
 past its speech (never past the midpoint to its neighbour), as a person's turn includes their
 breaths and soft word ends.
@@ -20,14 +22,16 @@ longer audio; every segment then goes to its nearest speaker).
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
-from typing import Final
+from dataclasses import dataclass, field, replace
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
 from faster_whisper.vad import VadOptions, get_speech_timestamps
 from scipy.cluster.hierarchy import fcluster, linkage
+from scipy.optimize import linear_sum_assignment
 
 from voice_service.engines.protocols import Segment, Word
 from voice_service.engines.speaker_embedding import (
@@ -51,21 +55,53 @@ STEP_SECONDS: Final = STRIDE_FRAMES * HOP_LENGTH / SAMPLE_RATE
 WINDOW_SECONDS: Final = WINDOW_FRAMES * HOP_LENGTH / SAMPLE_RATE
 CHANGE_CONTEXT: Final = 3  # windows either side compared for a change of speaker
 CHANGE_DISTANCE: Final = 0.3
+NUMBERED: Final = re.compile(r"speaker_\d+")
 _MIN_SEGMENT_SECONDS: Final = 0.25  # shorter speech gives no usable d-vector
 _VAD: Final = VadOptions(min_silence_duration_ms=100, speech_pad_ms=60)
 
 
 @dataclass(frozen=True, slots=True)
+class KnownSpeaker:
+    """A person the caller knows: their name, and the d-vector of their reference clip."""
+
+    name: str
+    vector: Floats  # unit length
+
+
+@dataclass(frozen=True, slots=True)
 class SpeakerHints:
-    """What the caller knows of the number of speakers; each None where not given."""
+    """What the caller knows of the speakers: their number (each None where not given),
+    and people who may be among them."""
 
     num_speakers: int | None = None
     min_speakers: int | None = None
     max_speakers: int | None = None
+    known: tuple[KnownSpeaker, ...] = ()
 
-    def given(self) -> dict[str, int]:
-        """The hints given, by their field names (as a job keeps them)."""
-        return {name: count for name, count in asdict(self).items() if count is not None}
+    def given(self) -> dict[str, Any]:
+        """The hints given, by their field names (as a job keeps them, in JSON)."""
+        counts = {
+            "num_speakers": self.num_speakers,
+            "min_speakers": self.min_speakers,
+            "max_speakers": self.max_speakers,
+        }
+        kept: dict[str, Any] = {name: count for name, count in counts.items() if count is not None}
+        if self.known:
+            kept["known"] = [
+                {"name": person.name, "vector": person.vector.tolist()} for person in self.known
+            ]
+        return kept
+
+    @classmethod
+    def of(cls, kept: dict[str, Any]) -> SpeakerHints:
+        """The hints `given` kept."""
+        known = tuple(
+            KnownSpeaker(person["name"], np.asarray(person["vector"], dtype=np.float32))
+            for person in kept.get("known", ())
+        )
+        return cls(
+            kept.get("num_speakers"), kept.get("min_speakers"), kept.get("max_speakers"), known
+        )
 
     def bounds(self) -> tuple[int, int]:
         if self.num_speakers is not None:
@@ -78,6 +114,7 @@ class SpeakerTurn:
     speaker: int  # 0, 1, … in order of first appearance
     start: float  # seconds
     end: float
+    name: str | None = None  # the known speaker it is
 
 
 @dataclass(slots=True)
@@ -128,8 +165,19 @@ class Diarizer:
         if not voiced.spans:
             return []
         durations = np.array([end - start for start, end in voiced.spans])
-        labels = self._cluster(np.stack(voiced.vectors), durations, hints.bounds())
-        return _joined(labels, voiced.spans, duration)
+        vectors = np.stack(voiced.vectors)
+        speakers = _in_order(self._cluster(vectors, durations, hints.bounds()))
+        names = _names(speakers, vectors, durations, hints.known)
+        return [
+            replace(turn, name=names.get(turn.speaker))
+            for turn in _joined(speakers, voiced.spans, duration)
+        ]
+
+    def known(self, name: str, audio: Floats) -> KnownSpeaker:
+        """`name`'s voice, as a reference clip (16 kHz mono) of them alone holds it."""
+        regions = speech_regions(audio)
+        speech = np.concatenate([audio[_samples(s, e)] for s, e in regions]) if regions else audio
+        return KnownSpeaker(name, self._encoder.embed(speech))
 
 
 def speech_regions(audio: Floats) -> list[tuple[float, float]]:
@@ -213,13 +261,40 @@ def _centroids(vectors: Floats, labels: npt.NDArray[np.int32]) -> Floats:
     return np.stack([vectors[labels == label].mean(axis=0) for label in np.unique(labels)])
 
 
+def _in_order(labels: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """The labels renumbered 0, 1, … in order of first appearance."""
+    numbers: dict[int, int] = {}
+    return np.array([numbers.setdefault(label, len(numbers)) for label in labels.tolist()])
+
+
+def _names(
+    speakers: npt.NDArray[np.int64],
+    vectors: Floats,
+    durations: npt.NDArray[np.float64],
+    known: Sequence[KnownSpeaker],
+) -> dict[int, str]:
+    """Each known person's speaker: the pairing of speakers and people whose voices are
+    nearest overall, one speaker each, a pair kept only if it is nearer than THRESHOLD."""
+    if not known:
+        return {}
+    count = int(speakers.max()) + 1
+    weighted = np.zeros((count, vectors.shape[1]))
+    np.add.at(weighted, speakers, vectors * durations[:, None])
+    voices = weighted / (np.linalg.norm(weighted, axis=1, keepdims=True) + 1e-12)
+    similarity = voices @ np.stack([person.vector for person in known]).T
+    rows, columns = linear_sum_assignment(similarity, maximize=True)
+    return {
+        int(row): known[column].name
+        for row, column in zip(rows, columns, strict=True)
+        if similarity[row, column] > 1 - THRESHOLD
+    }
+
+
 def _joined(
-    labels: npt.NDArray[np.int64], segments: Sequence[tuple[float, float]], duration: float
+    speakers: npt.NDArray[np.int64], segments: Sequence[tuple[float, float]], duration: float
 ) -> list[SpeakerTurn]:
-    names: dict[int, int] = {}
     runs: list[SpeakerTurn] = []
-    for label, (start, end) in zip(labels.tolist(), segments, strict=True):
-        speaker = names.setdefault(label, len(names))
+    for speaker, (start, end) in zip(speakers.tolist(), segments, strict=True):
         if runs and runs[-1].speaker == speaker and start - runs[-1].end < GAP_SECONDS:
             runs[-1] = SpeakerTurn(speaker, runs[-1].start, end)
         else:
@@ -241,6 +316,11 @@ def _samples(start: float, end: float) -> slice:
 
 def speaker_name(speaker: int) -> str:
     return f"speaker_{speaker}"
+
+
+def is_numbered(speaker: str) -> bool:
+    """Whether `speaker` is a `speaker_name` (not a known speaker's name)."""
+    return NUMBERED.fullmatch(speaker) is not None
 
 
 def attributed(segments: Sequence[Segment], turns: Sequence[SpeakerTurn]) -> list[Segment]:
@@ -281,9 +361,14 @@ def attributed(segments: Sequence[Segment], turns: Sequence[SpeakerTurn]) -> lis
 
 
 def _speaker_of(start: float, end: float, turns: Sequence[SpeakerTurn]) -> str:
+    turn = _turn_of(start, end, turns)
+    return turn.name or speaker_name(turn.speaker)
+
+
+def _turn_of(start: float, end: float, turns: Sequence[SpeakerTurn]) -> SpeakerTurn:
     overlaps = [min(end, turn.end) - max(start, turn.start) for turn in turns]
     best = int(np.argmax(overlaps))
     if overlaps[best] <= 0:
         middle = (start + end) / 2
         best = int(np.argmin([max(turn.start - middle, middle - turn.end) for turn in turns]))
-    return speaker_name(turns[best].speaker)
+    return turns[best]

@@ -126,7 +126,7 @@ async def _transcribed(runtime: Runtime, job: TranscriptionJob) -> _Transcript:
         except LookupError:
             raise gone from None
         transcript = _Transcript(job.language, [], VoicedSegments())
-        speakers = None if job.speakers is None else SpeakerHints(**job.speakers)
+        speakers = None if job.speakers is None else SpeakerHints.of(job.speakers)
         # Word times place the changes of speaker.
         options = TranscribeOptions(
             language=job.language,

@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field
 
 from voice_service.core.models import TranscriptionJob
 from voice_service.core.vocabulary import JobStatus
+from voice_service.transcription.known_speakers import KNOWN_SPEAKER_FORM_FIELDS, NAMES, REFERENCES
 from voice_service.transcription.schemas import TranscriptSegment
 from voice_service.voices.schemas import Timestamp
 
@@ -35,6 +36,12 @@ class JobFromUrl(BaseModel):
     num_speakers: int | None = Field(None, description="With diarize: exactly this many.")
     min_speakers: int | None = Field(None, description="With diarize: at least this many.")
     max_speakers: int | None = Field(None, description="With diarize: at most this many.")
+    known_speaker_names: list[str] = Field(
+        default_factory=list, description=KNOWN_SPEAKER_FORM_FIELDS[NAMES]["description"]
+    )
+    known_speaker_references: list[str] = Field(
+        default_factory=list, description=KNOWN_SPEAKER_FORM_FIELDS[REFERENCES]["description"]
+    )
     billed_as: Literal["speech-to-text", "asr"] | None = None
     webhook_url: str | None = Field(None, max_length=2048, description=WEBHOOK_URL)
 
@@ -67,6 +74,7 @@ class TranscriptionJobOut(BaseModel):
     num_speakers: int | None
     min_speakers: int | None
     max_speakers: int | None
+    known_speaker_names: list[str] = Field(description="The people it names where heard.")
     billed_as: str = Field(description="The usage endpoint it is billed under, once completed.")
     units: int | None = Field(description="Units billed: null until it completes.")
     audio_kept: bool = Field(description="Its audio is still stored.")
@@ -98,6 +106,7 @@ class TranscriptionJobOut(BaseModel):
             num_speakers=hints.get("num_speakers"),
             min_speakers=hints.get("min_speakers"),
             max_speakers=hints.get("max_speakers"),
+            known_speaker_names=[person["name"] for person in hints.get("known", ())],
             billed_as=job.endpoint,
             units=job.units,
             audio_kept=job.audio is not None,

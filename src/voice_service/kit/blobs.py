@@ -76,6 +76,11 @@ class BlobStore(ABC):
         Raises ProviderError when the store fails (nothing is then committed or billed)."""
 
     @abstractmethod
+    async def sample(self, org_id: str, voice_id: str) -> bytes:
+        """The clone's sample, as uploaded; LookupError if none is kept. Raises
+        ProviderError when the store fails."""
+
+    @abstractmethod
     async def deleted(self, org_id: str, voice_id: str) -> None:
         """The voice's delete has committed: remove what the transaction could not."""
 
@@ -135,6 +140,17 @@ class DatabaseBlobStore(BlobStore):
             session.add(VoiceSample(voice_id=voice_id, org_id=org_id, content=content))
 
         yield save
+
+    async def sample(self, org_id: str, voice_id: str) -> bytes:
+        async with self._sessions() as session:
+            content = await session.scalar(
+                select(VoiceSample.content).where(
+                    VoiceSample.voice_id == voice_id, VoiceSample.org_id == org_id
+                )
+            )
+        if content is None:
+            raise LookupError(f"no sample of {voice_id}")
+        return content
 
     async def deleted(self, org_id: str, voice_id: str) -> None:
         pass  # the clone's delete removed the row in its own transaction
@@ -251,6 +267,19 @@ class S3BlobStore(BlobStore):
         except BaseException:
             await self._discard(org_id, voice_id)
             raise
+
+    async def sample(self, org_id: str, voice_id: str) -> bytes:
+        try:
+            return await asyncio.to_thread(self._read, self.key(org_id, voice_id))
+        except self._errors as exc:
+            if _not_found(exc):
+                raise LookupError(f"no sample of {voice_id}") from exc
+            logger.error("sample store s3://%s failed: %r", self.bucket, exc)
+            raise ProviderError("The sample store failed; the request is safe to retry.") from exc
+
+    def _read(self, key: str) -> bytes:
+        body: bytes = self._client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+        return body
 
     def _upload(self, key: str, sample: Path) -> None:
         with sample.open("rb") as body:  # streamed from the upload's temporary file

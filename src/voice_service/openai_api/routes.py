@@ -32,6 +32,13 @@ from voice_service.openai_api.schemas import (
 from voice_service.openai_api.voices import voice_id_for
 from voice_service.speech.service import stream_speech
 from voice_service.tenancy.principal import Principal
+from voice_service.transcription.known_speakers import (
+    FIELDS,
+    KNOWN_SPEAKER_FORM_FIELDS,
+    MAX_KNOWN_SPEAKERS,
+    MAX_REFERENCE_BYTES,
+    named_people,
+)
 from voice_service.transcription.service import (
     AudioInfo,
     TimedTranscript,
@@ -57,7 +64,7 @@ from voice_service.web.schemas import (
     parse_json,
 )
 from voice_service.web.streaming import MeteredStream
-from voice_service.web.uploads import Upload, receive_audio_upload
+from voice_service.web.uploads import ExtraFields, Upload, receive_audio_upload
 
 router = APIRouter(prefix="/v1", tags=["OpenAI-compatible"])
 SSE = "text/event-stream"
@@ -115,6 +122,8 @@ def _transcription_body(task: Task) -> dict[str, Any]:
             "`transcript.text.done`.",
         },
     }
+    if task == "transcribe":
+        properties |= {f"{name}[]": field for name, field in KNOWN_SPEAKER_FORM_FIELDS.items()}
     return multipart_request_body(properties, required=["file"])
 
 
@@ -148,6 +157,8 @@ def _invalid_file_format(reason: str) -> ApiError:
 
 # OpenAI's formats, checked by content like the native API's (see OPENAI_AUDIO).
 OPENAI_POLICY = AudioPolicy(OPENAI_AUDIO, _invalid_file_format)
+# known_speaker_names[] with known_speaker_references[] (data URLs, or cloned voices' ids).
+_NAMED_PEOPLE = ExtraFields(2 * MAX_KNOWN_SPEAKERS, FIELDS, MAX_REFERENCE_BYTES)
 
 
 @router.post(
@@ -227,9 +238,18 @@ async def _transcribe(
     request: Request, context: Context, ledger: Ledger, task: Task, endpoint: str
 ) -> Response:
     async with receive_audio_upload(
-        request, context.settings.max_upload_bytes, context.uploads_dir
+        request, context.settings.max_upload_bytes, context.uploads_dir, _NAMED_PEOPLE
     ) as upload:
         form = _TranscriptionForm.parse(upload, task, known_languages(context))
+        diarized = form.format is TranscriptFormat.DIARIZED_JSON
+        assert ledger.principal is not None
+        known = await named_people(
+            context,
+            ledger.principal.org_id,
+            upload.values,
+            diarized=diarized,
+            needs="response_format=diarized_json",
+        )
         if form.stream:
             # The first part comes once the file is decoded (into memory, bounded by
             # MAX_AUDIO_SECONDS), so the upload can go when this block ends; a file that
@@ -243,7 +263,6 @@ async def _transcribe(
                 ledger=ledger,
                 charge=transcription_charge(endpoint, info),
             )
-        diarized = form.format is TranscriptFormat.DIARIZED_JSON
         transcript = await transcribe_upload(
             context,
             ledger,
@@ -252,6 +271,7 @@ async def _transcribe(
             form.options,
             OPENAI_POLICY,
             speakers=SpeakerHints() if diarized else None,
+            known=known,
         )
     body, media_type = transcripts.render(
         transcript,
@@ -317,10 +337,6 @@ class _TranscriptionForm:
                 "timestamp_granularities[]: translations have no word timestamps.",
                 param="timestamp_granularities",
             )
-        for name in ("known_speaker_names", "known_speaker_references"):
-            if upload.values(f"{name}[]") or upload.values(name):
-                # Refused rather than ignored: an answer without the names would mislead.
-                raise InvalidRequest(f"{name}[]: not supported yet.", param=name)
         if task == "translate" and fmt is TranscriptFormat.DIARIZED_JSON:
             raise InvalidRequest(
                 "response_format: translations have no diarized_json.", param="response_format"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from voice_service.engines.diarization import is_numbered
 from voice_service.openai_api.schemas import TranscriptFormat
 from voice_service.transcription.captions import srt, vtt
 from voice_service.transcription.service import TimedTranscript, billed_seconds
@@ -97,7 +98,10 @@ def diarized_json(transcript: TimedTranscript) -> dict[str, Any]:
 
 
 def _letters(speaker: str | None) -> str:
-    """speaker_0 → A, …, speaker_25 → Z, speaker_26 → AA, …"""
+    """speaker_0 → A, …, speaker_25 → Z, speaker_26 → AA, …; a known speaker's name as it
+    is."""
+    if speaker is not None and not is_numbered(speaker):
+        return speaker
     number = int((speaker or "speaker_0").removeprefix("speaker_"))
     letters = ""
     while True:

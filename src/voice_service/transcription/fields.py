@@ -64,7 +64,7 @@ def speaker_hints(fields: Mapping[str, str]) -> SpeakerHints | None:
             if count is not None:
                 raise InvalidRequest(f"{name}: only with diarize=true.", param=name)
         return None
-    hints = SpeakerHints(**counts)
+    hints = SpeakerHints(counts["num_speakers"], counts["min_speakers"], counts["max_speakers"])
     if hints.num_speakers is not None and (
         hints.min_speakers is not None or hints.max_speakers is not None
     ):

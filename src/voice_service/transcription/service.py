@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import AsyncGenerator, Callable, Iterator
+from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
@@ -40,6 +40,7 @@ from voice_service.inference.providers.wire import UPLOAD_NAMES, AudioFile
 from voice_service.inference.resolver import transcriber_for, transcription_languages
 from voice_service.kit.waiting import unless_set
 from voice_service.runtime import Runtime
+from voice_service.transcription.known_speakers import Clip, heard
 
 logger = logging.getLogger(__name__)
 
@@ -94,13 +95,15 @@ async def transcribe_upload(
     options: TranscribeOptions,
     policy: AudioPolicy = NATIVE_POLICY,
     speakers: SpeakerHints | None = None,
+    known: Sequence[Clip] = (),
 ) -> TimedTranscript:
     """The whole transcript of the file at `path`, billed once it is made; with `speakers`,
-    diarized (each segment and word with its speaker: `engines.diarization.attributed`)."""
+    diarized (each segment and word with its speaker: `engines.diarization.attributed`),
+    the `known` people named where their voices are heard."""
     if speakers is None:
         transcript = await _collected(runtime, ledger, path, options, policy)
     else:
-        transcript = await _diarized(runtime, ledger, path, options, policy, speakers)
+        transcript = await _diarized(runtime, ledger, path, options, policy, speakers, known)
     await ledger.bill(transcription_charge(endpoint, transcript.info))
     return transcript
 
@@ -112,6 +115,7 @@ async def _diarized(
     options: TranscribeOptions,
     policy: AudioPolicy,
     speakers: SpeakerHints,
+    known: Sequence[Clip],
 ) -> TimedTranscript:
     # Word times place the speaker changes. The speakers are told apart meanwhile, on a
     # worker of their own where one is free, once the audio has passed its checks (the
@@ -128,6 +132,8 @@ async def _diarized(
             policy.accepted,
             runtime.settings.max_audio_seconds,
             speakers,
+            known,
+            runtime.uploads_dir,
         )
         turns.append(asyncio.ensure_future(telling))
         turns[0].add_done_callback(_retrieved)
@@ -181,9 +187,13 @@ def _speaker_turns(
     accepted: AcceptedAudio,
     max_seconds: float,
     speakers: SpeakerHints,
+    known: Sequence[Clip],
+    directory: Path,
 ) -> list[SpeakerTurn]:
     assert engines is not None and engines.diarizer is not None
-    return engines.diarizer.turns(_decode(path, accepted, max_seconds).samples, speakers)
+    diarizer = engines.diarizer
+    named = replace(speakers, known=heard(diarizer, known, accepted, directory))
+    return diarizer.turns(_decode(path, accepted, max_seconds).samples, named)
 
 
 async def transcript_parts(

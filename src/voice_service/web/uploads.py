@@ -13,7 +13,7 @@ import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +43,19 @@ MAX_FIELD_BYTES = 16 * 1024
 
 
 @dataclass(frozen=True, slots=True)
+class ExtraFields:
+    """Text fields a form may carry beyond MAX_FIELDS: how many, and which of them may be
+    longer than MAX_FIELD_BYTES (data URLs of short clips), up to how many bytes each."""
+
+    count: int
+    long_names: frozenset[str] = frozenset()
+    long_bytes: int = MAX_FIELD_BYTES
+
+
+NO_EXTRA_FIELDS = ExtraFields(0)
+
+
+@dataclass(frozen=True, slots=True)
 class Upload:
     path: Path
     items: tuple[tuple[str, str], ...]  # the text fields, in order, repeated names repeated
@@ -58,7 +71,7 @@ class Upload:
 
 @asynccontextmanager
 async def receive_audio_upload(
-    request: Request, max_bytes: int, directory: Path
+    request: Request, max_bytes: int, directory: Path, extra: ExtraFields = NO_EXTRA_FIELDS
 ) -> AsyncIterator[Upload]:
     """The request's `file` (at most `max_bytes`) and text fields. The file lands in
     `directory` (the process's own: what a crash leaves there is removed at the next
@@ -69,8 +82,13 @@ async def receive_audio_upload(
     # Starlette's parser raises HTTPException(400) on malformed multipart, answered as
     # INVALID_REQUEST by the one handler; files beyond the first and floods of fields are
     # refused by count, text fields by size.
-    form = await request.form(max_files=1, max_fields=MAX_FIELDS, max_part_size=MAX_FIELD_BYTES)
+    form = await request.form(
+        max_files=1,
+        max_fields=MAX_FIELDS + extra.count,
+        max_part_size=max(MAX_FIELD_BYTES, extra.long_bytes),
+    )
     try:
+        _check_long_fields(form.multi_items(), extra.long_names)
         file = form.get("file")
         if not isinstance(file, UploadFile):
             raise InvalidRequest("file: an audio file is required.")
@@ -84,6 +102,13 @@ async def receive_audio_upload(
             path.unlink(missing_ok=True)
     finally:
         await form.close()
+
+
+def _check_long_fields(items: Sequence[tuple[str, object]], long_names: frozenset[str]) -> None:
+    for name, value in items:
+        too_long = isinstance(value, str) and len(value.encode()) > MAX_FIELD_BYTES
+        if too_long and name not in long_names:
+            raise InvalidRequest(f"{name}: a form field is longer than {MAX_FIELD_BYTES} bytes.")
 
 
 def _spool_to_named_file(file: UploadFile, directory: Path) -> Path:
@@ -106,7 +131,7 @@ class LargeUpload(Upload):
 
 @asynccontextmanager
 async def receive_large_upload(
-    request: Request, target: str, directory: Path
+    request: Request, target: str, directory: Path, extra: ExtraFields = NO_EXTRA_FIELDS
 ) -> AsyncIterator[LargeUpload]:
     """A multipart upload of one `file` (a job's: up to a GiB) parsed as it streams in, the
     file written straight to `directory`, and the request fingerprinted on the way, so no
@@ -123,7 +148,7 @@ async def receive_large_upload(
     try:
         with os.fdopen(handle, "wb") as file:
             hashing = Fingerprint(request.method, target)  # fed by the form's parser
-            form = _StreamedForm(file, hashing)
+            form = _StreamedForm(file, hashing, extra)
             parser = MultipartParser(boundary, form.callbacks())
             async for chunk in request.stream():
                 try:
@@ -151,9 +176,10 @@ class _StreamedForm:
     """python-multipart's callbacks for one upload: the `file` part's bytes gathered for the
     next write to disk, text fields kept (bounded), every part told to `hashing`."""
 
-    def __init__(self, file: BinaryIO, hashing: Fingerprint) -> None:
+    def __init__(self, file: BinaryIO, hashing: Fingerprint, extra: ExtraFields) -> None:
         self._file = file
         self._hashing = hashing
+        self._extra = extra
         self._headers: dict[bytes, bytes] = {}
         self._field = b""
         self._value = bytearray()
@@ -207,7 +233,7 @@ class _StreamedForm:
                 raise InvalidRequest("Send one file, in the field named file.")
             self.has_file = self._in_file = True
             return
-        if len(self.items) >= MAX_FIELDS:
+        if len(self.items) >= MAX_FIELDS + self._extra.count:
             raise InvalidRequest(f"Too many form fields (at most {MAX_FIELDS}).")
         self._field = name
 
@@ -218,7 +244,8 @@ class _StreamedForm:
             self.size += end - start
             return
         self._value += data[start:end]
-        if len(self._value) > MAX_FIELD_BYTES:
+        long = self._field.decode("latin-1") in self._extra.long_names
+        if len(self._value) > (self._extra.long_bytes if long else MAX_FIELD_BYTES):
             raise InvalidRequest(f"A form field is longer than {MAX_FIELD_BYTES} bytes.")
 
     def _end(self) -> None:
