@@ -8,13 +8,18 @@ of 0.25 s either side of each true boundary (pyannote's `collar=0.5`, the NIST c
 overlapped speech scored (`skip_overlap=False`), Jaccard error rate, and the share of
 conversations whose speaker count came out exact. Beside ours, a peer clustering over the
 same windows: spectralcluster (Google's spectral clustering with its own count estimate).
-Cost: real-time factor of the whole diarizer (VAD, embeddings, clustering) on one core.
+Cost: real-time factor of the whole diarizer (VAD, embeddings, clustering) on one core, and
+the peak memory growth of diarizing an hour of the held-out conversations back to back, in a
+process of its own (`memory`). What it adds to a request's time is timed over HTTP by
+`python -m bench` (its step "diarize").
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
+import resource
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -117,10 +122,45 @@ def measure(half: str = "held-out", quick: bool = False) -> dict[str, Any]:
     return figures
 
 
+def memory(seconds: float) -> dict[str, float]:
+    """Peak RSS growth of one `Diarizer.turns` over `seconds` of the held-out conversations
+    back to back, in a fresh process (its baseline: the encoder loaded, the audio decoded,
+    as a request's audio is before it is diarized)."""
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(1) as pool:
+        return pool.apply(_memory, (seconds,))
+
+
+def _memory(seconds: float) -> dict[str, float]:
+    encoder = SpeakerEncoder(intra_op_threads=1)
+    diarizer = Diarizer(encoder)
+    voices = [c.audio for c in conversations("held-out", overlap=False)]
+    audio = np.concatenate(voices * -(-round(seconds * SAMPLE_RATE) // sum(map(len, voices))))
+    audio = audio[: round(seconds * SAMPLE_RATE)]
+    diarizer.turns(audio[: 30 * SAMPLE_RATE])  # onnxruntime's arena at its working size
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    started = time.process_time()
+    turns = diarizer.turns(audio)
+    cpu = time.process_time() - started
+    grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    return {
+        "audio_seconds": seconds,
+        "rss_growth_mib": grown / 1024,  # ru_maxrss is in KiB on Linux
+        "rtf": cpu / seconds,
+        "speakers": len({turn.speaker for turn in turns}),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--development", action="store_true", help="score the development half")
+    parser.add_argument(
+        "--memory", type=float, metavar="SECONDS", help="only the memory of this much audio"
+    )
     args = parser.parse_args()
+    if args.memory:
+        print(json.dumps(memory(args.memory), indent=1))
+        return
     figures = measure("development" if args.development else "held-out")
     print(json.dumps(figures, indent=1))
 

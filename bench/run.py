@@ -31,6 +31,7 @@ import httpx
 
 from bench import (
     clone_similarity,
+    diarization_set,
     jobs,
     ledger_overhead,
     provider_overhead,
@@ -58,10 +59,11 @@ from bench.sentences import SENTENCES
 from bench.speech_set import real_clips
 from bench.wer import measure_name, word_errors
 from voice_service.audio.decode import decode_audio
-from voice_service.audio.encode import encode_mp3
+from voice_service.audio.encode import encode_mp3, wav_of
 from voice_service.audio.formats import identify_audio
 from voice_service.core.ids import catalogue_voice_id
 from voice_service.engines.piper import PiperEngine
+from voice_service.engines.speaker_embedding import SAMPLE_RATE as SPEAKER_RATE
 from voice_service.engines.whisper import prepare_base_model
 from voice_service.inference.engines import load_whisper
 from voice_service.settings import Settings
@@ -700,7 +702,39 @@ def diarization(plan: Plan) -> tuple[list[Figure], dict[str, Any]]:
             Figure(f"diarization_rtf_{key}", f"19. diarization RTF (one core), {label}",
                    result[f"diarization_rtf_{key}"], "RTF", "<=", diarization_bench.RTF_TARGET),
         ]  # fmt: skip
+    seconds = 120.0 if plan.quick else 3600.0
+    memory = diarization_bench.memory(seconds)
+    result["memory"] = memory
+    label = f"19. diarizer peak RSS growth, {seconds:g} s of speech"
+    growth = memory["rss_growth_mib"]
+    figures.append(Figure("diarization_rss_growth_mib", label, growth, "MiB", "<=", 100.0))
     return figures, result
+
+
+def diarize_cost(svc: Service, plan: Plan) -> tuple[list[Figure], dict[str, Any]]:
+    """What diarize=true adds to a /speech-to-text request's time: the same held-out
+    conversation of real voices with and without it, alternated (quick: a 2-speaker one)."""
+    talks = diarization_set.conversations("held-out", overlap=False)
+    talk = min(talks, key=lambda c: len(c.speakers)) if plan.quick else talks[-1]
+    audio = wav_of(talk.audio, SPEAKER_RATE)
+
+    def post(**fields: str) -> None:
+        response = svc.client.post(
+            f"{svc.base}/speech-to-text",
+            files={"file": ("talk.wav", audio, "audio/wav")},
+            data={"language": "en", **fields},
+        )
+        response.raise_for_status()
+
+    diarized_s, plain_s = _interleaved(plan, lambda: post(diarize="true"), post)
+    seconds = talk.audio.size / SPEAKER_RATE
+    figures = [
+        Figure("diarize_time_ratio", "19. /speech-to-text with diarize=true / without",
+               diarized_s / plain_s, "x", "<=", 1.1),
+        Figure("diarize_http_s", "19. /speech-to-text with diarize=true", diarized_s, "s"),
+        Figure("diarize_plain_http_s", "19. /speech-to-text without diarize", plain_s, "s"),
+    ]  # fmt: skip
+    return figures, {"conversation": talk.name, "audio_seconds": seconds}
 
 
 # --- 10-12. what users hear ---------------------------------------------------------------
@@ -891,6 +925,7 @@ def run(plan: Plan, work: Path, only: frozenset[str] = frozenset()) -> dict[str,
             ("upload_memory", lambda: upload_memory(svc)),
             ("provider_path", lambda: provider_path(svc, plan, piper, data_dir, work)),
             ("jobs", lambda: transcription_jobs(svc, plan, key)),
+            ("diarize", lambda: diarize_cost(svc, plan)),
         ]
         if redis_answers(REDIS_URL):
             steps.insert(2, ("gateway_workers", lambda: gateway_workers(plan, work)))

@@ -23,6 +23,10 @@ FIGURES = {
     "diarization_jer_overlap_free",
     "diarization_peer_der_overlap_free",
     "diarization_rtf_overlap_free",
+    "diarization_rss_growth_mib",
+    "diarize_time_ratio",
+    "diarize_http_s",
+    "diarize_plain_http_s",
     "gateway_throughput_ratio",
     "gateway_full_rps",
     "gateway_bare_rps",
@@ -158,6 +162,8 @@ TARGETED = {
     "diarization_der_overlap_free",
     "diarization_count_exact_overlap_free",
     "diarization_rtf_overlap_free",
+    "diarization_rss_growth_mib",
+    "diarize_time_ratio",
 }
 
 
