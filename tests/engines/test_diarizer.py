@@ -7,9 +7,16 @@ import tracemalloc
 
 import numpy as np
 import pytest
+from bench.diarization_set import voice_clips
 from tests.helpers.speakers import CALLER, COMMANDS, READER, spoken
 
-from voice_service.engines.diarization import MAX_CLUSTERED, Diarizer, VoicedSegments
+from voice_service.engines.diarization import (
+    MAX_CLUSTERED,
+    VAD_BLOCK_SECONDS,
+    Diarizer,
+    VoicedSegments,
+    speech_regions,
+)
 from voice_service.engines.speaker_embedding import SAMPLE_RATE, SpeakerEncoder
 
 ROUNDS = [
@@ -59,3 +66,25 @@ def test_four_hours_gathered_piece_by_piece_cluster_in_bounded_memory(diarizer: 
     assert sorted(people.values()) == sorted({READER, CALLER, COMMANDS})
     assert turns[-1].end > (copies - 1) * seconds
     assert np.diff([turn.start for turn in turns]).min() > 0
+
+
+def test_speech_across_a_vad_block_is_one_region_and_the_vad_holds_a_block() -> None:
+    clip = voice_clips(READER)[0]
+    edge = VAD_BLOCK_SECONDS * SAMPLE_RATE
+    before = np.zeros(edge - clip.size // 2, dtype=np.float32)
+    audio = np.concatenate([before, clip, np.zeros(SAMPLE_RATE, dtype=np.float32)])
+    ((start, end),) = speech_regions(audio)
+    assert start < VAD_BLOCK_SECONDS < end
+    assert end - start > clip.size / SAMPLE_RATE - 1.0
+
+    # Ten minutes: what the VAD allocates at once is a few blocks' worth, not the audio's.
+    long = np.tile(audio, 10)
+    tracemalloc.start()
+    try:
+        regions = speech_regions(long)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(regions) == 10
+    block_bytes = VAD_BLOCK_SECONDS * SAMPLE_RATE * long.itemsize
+    assert peak < 3 * block_bytes, f"{peak / 2**20:.0f} MiB for {long.nbytes / 2**20:.0f} MiB"

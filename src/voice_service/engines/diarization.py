@@ -55,6 +55,7 @@ STEP_SECONDS: Final = STRIDE_FRAMES * HOP_LENGTH / SAMPLE_RATE
 WINDOW_SECONDS: Final = WINDOW_FRAMES * HOP_LENGTH / SAMPLE_RATE
 CHANGE_CONTEXT: Final = 3  # windows either side compared for a change of speaker
 CHANGE_DISTANCE: Final = 0.3
+VAD_BLOCK_SECONDS: Final = 60
 NUMBERED: Final = re.compile(r"speaker_\d+")
 _MIN_SEGMENT_SECONDS: Final = 0.25  # shorter speech gives no usable d-vector
 _VAD: Final = VadOptions(min_silence_duration_ms=100, speech_pad_ms=60)
@@ -181,13 +182,23 @@ class Diarizer:
 
 
 def speech_regions(audio: Floats) -> list[tuple[float, float]]:
-    """Where there is speech, in seconds; speech too short to embed is left out."""
-    regions = []
-    for chunk in get_speech_timestamps(audio, _VAD):
-        start, end = chunk["start"] / SAMPLE_RATE, chunk["end"] / SAMPLE_RATE
-        if end - start >= _MIN_SEGMENT_SECONDS:
-            regions.append((start, end))
-    return regions
+    """Where there is speech, in seconds; speech too short to embed is left out. The VAD
+    hears the audio a block at a time (it copies what it is given, several times over), and
+    speech running across a block's edge is one region."""
+    block = VAD_BLOCK_SECONDS * SAMPLE_RATE
+    spans: list[list[int]] = []
+    for offset in range(0, len(audio), block):
+        for chunk in get_speech_timestamps(audio[offset : offset + block], _VAD):
+            start, end = offset + chunk["start"], offset + chunk["end"]
+            if spans and spans[-1][1] == offset == start:
+                spans[-1][1] = end
+            else:
+                spans.append([start, end])
+    return [
+        (start / SAMPLE_RATE, end / SAMPLE_RATE)
+        for start, end in spans
+        if (end - start) / SAMPLE_RATE >= _MIN_SEGMENT_SECONDS
+    ]
 
 
 def _pieces(windows: Floats) -> list[tuple[int, int]]:
