@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
-import resource
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -32,6 +32,7 @@ from pyannote.metrics.diarization import DiarizationErrorRate, JaccardErrorRate
 from spectralcluster import SpectralClusterer
 
 from bench.diarization_set import Conversation, check_data, conversations
+from bench.procs import peak_rss_growth
 from voice_service.engines.diarization import Diarizer, SpeakerTurn
 from voice_service.engines.speaker_embedding import SAMPLE_RATE, SpeakerEncoder
 
@@ -138,15 +139,12 @@ def _memory(seconds: float) -> dict[str, float]:
     audio = np.concatenate(voices * -(-round(seconds * SAMPLE_RATE) // sum(map(len, voices))))
     audio = audio[: round(seconds * SAMPLE_RATE)]
     diarizer.turns(audio[: 30 * SAMPLE_RATE])  # onnxruntime's arena at its working size
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     started = time.process_time()
-    turns = diarizer.turns(audio)
-    cpu = time.process_time() - started
-    grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    grown_kib, turns, _ = peak_rss_growth(os.getpid(), lambda: diarizer.turns(audio))
     return {
         "audio_seconds": seconds,
-        "rss_growth_mib": grown / 1024,  # ru_maxrss is in KiB on Linux
-        "rtf": cpu / seconds,
+        "rss_growth_mib": grown_kib / 1024,
+        "rtf": (time.process_time() - started) / seconds,
         "speakers": len({turn.speaker for turn in turns}),
     }
 

@@ -10,13 +10,17 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 import httpx
 import redis
+
+T = TypeVar("T")
 
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
@@ -237,3 +241,28 @@ def machine() -> dict[str, Any]:
         "loadavg_at_start": Path("/proc/loadavg").read_text().split()[:3],
         "python": sys.version.split()[0],
     }
+
+
+def peak_rss_growth(pid: int, action: Callable[[], T]) -> tuple[float, T, dict[str, Any]]:
+    """The process's peak RSS growth in KiB while `action` runs, with what it returned."""
+    baseline = memory_kib(pid)["VmRSS"]
+    peak_reset = reset_peak_rss(pid)
+    sampled = [baseline]
+    stop = threading.Event()
+
+    def sample() -> None:  # in case the kernel refused the peak reset
+        while not stop.is_set():
+            sampled.append(memory_kib(pid)["VmRSS"])
+            time.sleep(0.005)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        result = action()
+    finally:
+        stop.set()
+        sampler.join()
+    peak = max(max(sampled), memory_kib(pid)["VmHWM"] if peak_reset else 0)
+    details = {"baseline_kib": baseline, "peak_kib": peak, "vmhwm_reset": peak_reset,
+               "samples": len(sampled)}  # fmt: skip
+    return peak - baseline, result, details

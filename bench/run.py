@@ -49,9 +49,8 @@ from bench.procs import (
     cpu_seconds,
     create_key,
     machine,
-    memory_kib,
+    peak_rss_growth,
     redis_answers,
-    reset_peak_rss,
     start_bare,
     start_service,
 )
@@ -551,7 +550,7 @@ def realtime_sessions(svc: Service, plan: Plan, key: str) -> tuple[list[Figure],
 def transcription_jobs(svc: Service, plan: Plan, key: str) -> tuple[list[Figure], dict[str, Any]]:
     """A long recording as a job, beside the sync endpoint and a live session (bench/jobs.py)."""
     results = jobs.measure(
-        svc.base, svc.auth, key, plan.quick, functools.partial(_peak_rss_growth, svc.server.pid)
+        svc.base, svc.auth, key, plan.quick, functools.partial(peak_rss_growth, svc.server.pid)
     )
     got = jobs.summary(results)
     hour = "an hour" if not plan.quick else "15 s"
@@ -588,7 +587,7 @@ def upload_memory(svc: Service) -> tuple[list[Figure], dict[str, Any]]:
         with ThreadPoolExecutor(5) as executor:
             return list(executor.map(lambda _: svc.stt("junk.bin", junk).status_code, range(5)))
 
-    growth_kib, statuses, details = _peak_rss_growth(svc.server.pid, upload)
+    growth_kib, statuses, details = peak_rss_growth(svc.server.pid, upload)
     figures = [
         Figure("upload_rss_growth_mib", "6. server peak RSS growth, 5 x 25 MiB uploads",
                growth_kib / 1024, "MiB", "<=", 64.0),
@@ -605,7 +604,7 @@ def tts_memory(svc: Service, plan: Plan) -> tuple[list[Figure], dict[str, Any]]:
     growth = {}
     details: dict[str, Any] = {}
     for name, text in texts.items():
-        growth[name], _audio, details[name] = _peak_rss_growth(
+        growth[name], _audio, details[name] = peak_rss_growth(
             svc.server.pid, functools.partial(svc.tts, text)
         )
         details[name]["characters"] = len(text)
@@ -615,31 +614,6 @@ def tts_memory(svc: Service, plan: Plan) -> tuple[list[Figure], dict[str, Any]]:
                growth[worst] / 1024, "MiB", "<=", 300.0),
     ]  # fmt: skip
     return figures, {"worst": worst, **details}
-
-
-def _peak_rss_growth(pid: int, action: Callable[[], T]) -> tuple[float, T, dict[str, Any]]:
-    """The server's peak RSS growth in KiB while `action` runs, with what it returned."""
-    baseline = memory_kib(pid)["VmRSS"]
-    peak_reset = reset_peak_rss(pid)
-    sampled = [baseline]
-    stop = threading.Event()
-
-    def sample() -> None:  # in case the kernel refused the peak reset
-        while not stop.is_set():
-            sampled.append(memory_kib(pid)["VmRSS"])
-            time.sleep(0.005)
-
-    sampler = threading.Thread(target=sample)
-    sampler.start()
-    try:
-        result = action()
-    finally:
-        stop.set()
-        sampler.join()
-    peak = max(max(sampled), memory_kib(pid)["VmHWM"] if peak_reset else 0)
-    details = {"baseline_kib": baseline, "peak_kib": peak, "vmhwm_reset": peak_reset,
-               "samples": len(sampled)}  # fmt: skip
-    return peak - baseline, result, details
 
 
 # --- 7. cloning -----------------------------------------------------------------------------
@@ -727,12 +701,15 @@ def diarize_cost(svc: Service, plan: Plan) -> tuple[list[Figure], dict[str, Any]
         response.raise_for_status()
 
     diarized_s, plain_s = _interleaved(plan, lambda: post(diarize="true"), post)
+    # Speakers are placed by word times: what they cost alone, without the diarizer.
+    _, words_s = _interleaved(plan, lambda: post(diarize="true"), lambda: post(timestamps="word"))
     seconds = talk.audio.size / SPEAKER_RATE
     figures = [
         Figure("diarize_time_ratio", "19. /speech-to-text with diarize=true / without",
                diarized_s / plain_s, "x", "<=", 1.1),
         Figure("diarize_http_s", "19. /speech-to-text with diarize=true", diarized_s, "s"),
         Figure("diarize_plain_http_s", "19. /speech-to-text without diarize", plain_s, "s"),
+        Figure("diarize_words_http_s", "19. /speech-to-text with timestamps=word", words_s, "s"),
     ]  # fmt: skip
     return figures, {"conversation": talk.name, "audio_seconds": seconds}
 

@@ -27,6 +27,7 @@ FIGURES = {
     "diarize_time_ratio",
     "diarize_http_s",
     "diarize_plain_http_s",
+    "diarize_words_http_s",
     "gateway_throughput_ratio",
     "gateway_full_rps",
     "gateway_bare_rps",
