@@ -8,7 +8,9 @@ What it answers:
   `output_format` names; the stream variant in several chunks.
 - `POST /v1/text-to-speech/{voice_id}/with-timestamps`: that audio in base64 and its
   `alignment`, each character `SECONDS_PER_CHARACTER` long, in order.
-- `POST /v1/speech-to-text`: the documented transcript JSON, saying `transcript_text`.
+- `POST /v1/speech-to-text`: the documented transcript JSON, saying `transcript_text`; with
+  `diarize=true` each word carries a `speaker_id`, the sentences taking turns among
+  `num_speakers` (2 unless given) people.
 - `POST /v1/voices/add`, `GET` and `DELETE /v1/voices/{voice_id}`: an in-memory voice store.
 
 Errors come in ElevenLabs' two wire shapes: `{"detail": {"status", "message"}}` for its own
@@ -355,12 +357,15 @@ class ElevenLabsPeer:
             if isinstance(given, str) and given
             else self.detected_language
         )
+        words = _words(self.transcript_text, duration, str(granularity))
+        if form.get("diarize") == "true":
+            _take_turns(words, int(str(form.get("num_speakers") or 2)))
         return JSONResponse(
             {
                 "language_code": language,
                 "language_probability": 1.0 if given else 0.98,
                 "text": self.transcript_text,
-                "words": _words(self.transcript_text, duration, str(granularity)),
+                "words": words,
             }
         )
 
@@ -606,6 +611,15 @@ def _words(text: str, duration: float | None, granularity: str) -> list[dict[str
             words.append(_word(" ", "spacing", words[-1]["end"], start, granularity))
         words.append(_word(token, "word", start, end, granularity))
     return words
+
+
+def _take_turns(words: list[dict[str, Any]], speakers: int) -> None:
+    """Each sentence's words (and the spacing before them) said by the next person."""
+    sentence = 0
+    for word in words:
+        word["speaker_id"] = f"speaker_{sentence % speakers}"
+        if word["type"] == "word" and word["text"].endswith((".", "?", "!")):
+            sentence += 1
 
 
 def _word(text: str, kind: str, start: float, end: float, granularity: str) -> dict[str, Any]:

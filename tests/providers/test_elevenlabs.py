@@ -57,6 +57,7 @@ timeout_seconds = 30
 [provider.transcription]
 model = "scribe_v1"
 languages = ["*"]
+diarize = true
 
 [provider.speech]
 voices = [{{ voice = "{RACHEL}", name = "Rachel", language = "en" }}]
@@ -170,6 +171,50 @@ async def test_transcription_is_made_there_in_our_seconds_and_codes(
     assert asked.files[0].size == clip.stat().st_size  # the file as uploaded
     units = await _units(app, response.json()["request_id"])
     assert units == [math.ceil(pcm.duration_seconds)]
+
+
+async def test_speakers_are_told_apart_there_when_it_diarizes(
+    node: tuple[httpx.AsyncClient, FastAPI, Tenant], peer: ElevenLabsPeer, tmp_path: Path
+) -> None:
+    client, app, tenant = node
+    peer.transcript_text = "Good morning. Hello there. How are you today?"
+    pcm = english_speech()
+    clip = write_audio(tmp_path / "clip.wav", pcm, "wav-s16")
+    before = app.state.context.metrics.exposition().decode().count('engine="diarizer"')
+    response = await client.post(
+        "/speech-to-text",
+        headers=tenant.headers,
+        files={"file": clip.open("rb")},
+        data={"diarize": "true", "num_speakers": "3", "timestamps": "word"},
+    )
+    assert response.status_code == 200, response.text
+    segments = response.json()["segments"]
+    assert [(s["speaker"], s["text"]) for s in segments] == [
+        ("speaker_0", "Good morning."),
+        ("speaker_1", "Hello there."),
+        ("speaker_2", "How are you today?"),
+    ]
+    assert [w["speaker"] for w in segments[1]["words"]] == ["speaker_1", "speaker_1"]
+    (asked,) = [r for r in peer.requests if r.path == "/v1/speech-to-text"]
+    assert (asked.form["diarize"], asked.form["num_speakers"]) == ("true", "3")
+    # The speakers came from there: this node's diarizer never ran.
+    after = app.state.context.metrics.exposition().decode().count('engine="diarizer"')
+    assert after == before
+    assert await _units(app, response.json()["request_id"]) == [math.ceil(pcm.duration_seconds)]
+
+    # Bounds on their number are not ElevenLabs' to keep: the speakers are told apart here.
+    peer.reset()
+    peer.transcript_text = "Good morning."
+    response = await client.post(
+        "/speech-to-text",
+        headers=tenant.headers,
+        files={"file": clip.open("rb")},
+        data={"diarize": "true", "max_speakers": "2"},
+    )
+    assert response.status_code == 200, response.text
+    (asked,) = [r for r in peer.requests if r.path == "/v1/speech-to-text"]
+    assert "diarize" not in asked.form
+    assert [s["speaker"] for s in response.json()["segments"]] == ["speaker_0"]
 
 
 async def test_a_clone_is_made_there_speaks_there_and_is_deleted_there(

@@ -150,6 +150,10 @@ class TranscribeOptions:
     # Whisper only, on audio up to 30 s). False: one decode without them, much faster on a
     # live partial's few seconds, which often loop on timestamps when cut mid-word.
     timestamp_tokens: bool = True
+    # Ask the engine to tell the speakers apart (a provider that does: its segments then
+    # name their speakers), with their number where known. This node's Whisper does not.
+    diarize: bool = False
+    num_speakers: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

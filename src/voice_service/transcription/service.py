@@ -11,11 +11,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
+from collections.abc import AsyncGenerator, Callable, Coroutine, Iterator, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 from voice_service.audio.decode import DecodedAudio, decode_audio
 from voice_service.audio.formats import AcceptedAudio, identify_audio
@@ -117,14 +118,10 @@ async def _diarized(
     speakers: SpeakerHints,
     known: Sequence[Clip],
 ) -> TimedTranscript:
-    # Word times place the speaker changes. The speakers are told apart meanwhile, on a
-    # worker of their own where one is free, once the audio has passed its checks (the
-    # first part: decoded, its seconds held against any cap).
     job = Job(Capability.SPEECH_TO_TEXT, DIARIZER, abandoned=ledger.client_gone)
-    turns: list[asyncio.Future[list[SpeakerTurn]]] = []  # one, once the audio is checked
 
-    def checked() -> None:
-        telling = runtime.pool.run(
+    def telling() -> Coroutine[Any, Any, list[SpeakerTurn]]:
+        return runtime.pool.run(
             job,
             _speaker_turns,
             runtime.engines,
@@ -135,19 +132,48 @@ async def _diarized(
             known,
             runtime.uploads_dir,
         )
-        turns.append(asyncio.ensure_future(telling))
+
+    # Word times place the speaker changes.
+    asked = replace(options, timestamps=True, word_timestamps=True)
+    if _upstream_diarizes(runtime, options.language, speakers, known):
+        upstream = replace(asked, diarize=True, num_speakers=speakers.num_speakers)
+        transcript = await _collected(runtime, ledger, path, upstream, policy)
+        if any(segment.speaker is None for segment in transcript.segments):
+            logger.warning("the transcription provider answered without speakers")
+            transcript.segments = attributed(transcript.segments, await telling())
+        return _words_if_asked(transcript, options)
+    # Otherwise the speakers are told apart here, meanwhile, on a worker of their own where
+    # one is free, once the audio has passed its checks (the first part: decoded, its
+    # seconds held against any cap).
+    turns: list[asyncio.Future[list[SpeakerTurn]]] = []  # one, once the audio is checked
+
+    def checked() -> None:
+        turns.append(asyncio.ensure_future(telling()))
         turns[0].add_done_callback(_retrieved)
 
-    asked = replace(options, timestamps=True, word_timestamps=True)
     try:
         transcript = await _collected(runtime, ledger, path, asked, policy, checked)
-        segments = attributed(transcript.segments, await turns[0])
+        transcript.segments = attributed(transcript.segments, await turns[0])
     finally:
-        for telling in turns:
-            telling.cancel()
+        for task in turns:
+            task.cancel()
+    return _words_if_asked(transcript, options)
+
+
+def _upstream_diarizes(
+    runtime: Runtime, language: str | None, speakers: SpeakerHints, known: Sequence[Clip]
+) -> bool:
+    """The provider that transcribes `language` tells the speakers apart itself, and is
+    asked for nothing it cannot do (bounds on their number, people to name)."""
+    assert runtime.engines is not None
+    transcriber = transcriber_for(runtime.engines, runtime.providers, language)
+    bounded = speakers.min_speakers is not None or speakers.max_speakers is not None
+    return isinstance(transcriber, Provider) and transcriber.diarizes and not bounded and not known
+
+
+def _words_if_asked(transcript: TimedTranscript, options: TranscribeOptions) -> TimedTranscript:
     if not options.word_timestamps:
-        segments = [replace(segment, words=()) for segment in segments]
-    transcript.segments = segments
+        transcript.segments = [replace(segment, words=()) for segment in transcript.segments]
     return transcript
 
 

@@ -64,6 +64,9 @@ class TranscriptionSection(_Table):
     languages: Annotated[list[Annotated[str, AfterValidator(_language)]], Field(min_length=1)] = [
         ANY_LANGUAGE
     ]
+    # It tells speakers apart itself (ElevenLabs' `diarize`): a diarized request it
+    # transcribes takes its speakers instead of this node's diarizer.
+    diarize: bool = False
 
 
 class SpeechSection(_Table):
@@ -159,6 +162,11 @@ def _resolve(
         )
     if config.cloning is not None and config.kind != "elevenlabs":
         raise _Invalid("cloning", 'only kind = "elevenlabs" clones voices')
+    if config.transcription and config.transcription.diarize and config.kind != "elevenlabs":
+        raise _Invalid(
+            "transcription.diarize",
+            'only kind = "elevenlabs" is asked for speakers; this node tells the others\' apart',
+        )
     if config.speech is not None:
         seen: set[str] = set()
         for voice in config.speech.voices:

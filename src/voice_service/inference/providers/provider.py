@@ -127,6 +127,11 @@ class Provider:
         """Calls it takes at once: each replica's `max_concurrency`."""
         return self.config.max_concurrency * len(self.config.urls)
 
+    @property
+    def diarizes(self) -> bool:
+        """It tells speakers apart when asked (`transcription.diarize`)."""
+        return self.config.transcription is not None and self.config.transcription.diarize
+
     def transcribes(self, language: str | None) -> bool:
         """Whether a transcription in `language` (None: not given) is routed here."""
         section = self.config.transcription

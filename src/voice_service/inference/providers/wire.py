@@ -13,6 +13,7 @@ import binascii
 import json
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 from urllib.parse import quote
@@ -199,6 +200,10 @@ class ElevenLabsWire:
         }
         if options.language is not None:
             data["language_code"] = options.language
+        if options.diarize:
+            data["diarize"] = "true"
+            if options.num_speakers is not None:
+                data["num_speakers"] = str(options.num_speakers)
         files = [("file", (audio.name, audio.content, audio.media_type))]
         return Call("POST", "/v1/speech-to-text", data=data, files=files)
 
@@ -212,6 +217,8 @@ class ElevenLabsWire:
         language = body.get("language_code")
         language_code = to_iso_639_1(language) if isinstance(language, str) else None
         words = tuple(_words(body.get("words"), "text"))
+        if options.diarize:
+            return RemoteTranscript(text.strip(), language_code, _by_speaker(words, duration))
         segment = Segment(text.strip(), 0.0, duration, words if options.word_timestamps else ())
         return RemoteTranscript(text.strip(), language_code, (segment,))
 
@@ -388,8 +395,33 @@ def _words(raw: object, text_key: str) -> list[Word]:
         text = item.get(text_key)
         if isinstance(text, str):
             start = _seconds(item.get("start"), 0.0)
-            words.append(Word(text, start, _seconds(item.get("end"), start)))
+            speaker = item.get("speaker_id")
+            spoken = speaker if isinstance(speaker, str) and speaker else None
+            words.append(Word(text, start, _seconds(item.get("end"), start), spoken))
     return words
+
+
+def _by_speaker(words: Sequence[Word], duration: float) -> tuple[Segment, ...]:
+    """A diarized transcript's words in segments of one speaker each, the speakers named
+    speaker_0, speaker_1, … in order of first speech (whatever ids the upstream gave)."""
+    names: dict[str | None, str] = {}
+    runs: list[list[Word]] = []
+    for word in words:
+        named = replace(word, speaker=names.setdefault(word.speaker, f"speaker_{len(names)}"))
+        if runs and runs[-1][-1].speaker == named.speaker:
+            runs[-1].append(named)
+        else:
+            runs.append([named])
+    return tuple(
+        Segment(
+            " ".join(word.word.strip() for word in run),
+            run[0].start,
+            min(run[-1].end, duration),
+            tuple(run),
+            speaker=run[0].speaker,
+        )
+        for run in runs
+    )
 
 
 def _speech_body(text: str, model: str | None) -> dict[str, Any]:
