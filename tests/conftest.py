@@ -15,6 +15,24 @@ from voice_service.app import create_app
 from voice_service.inference.engines import Engines
 from voice_service.settings import Settings
 
+# The files that take longest, run first: under `.ci/run`'s `-n 2 --dist loadfile`, a long file
+# handed out last keeps one process busy alone after the other has run out of files.
+LONGEST_FIRST = (
+    "test_bench.py",
+    "test_inference_bounds.py",
+    "test_job_kills.py",
+    "test_long_recording.py",
+    "test_readme_examples.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        name = item.path.name
+        return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable: every other test keeps its place
+
 
 @pytest.fixture(scope="session")
 def anyio_backend() -> str:
