@@ -56,7 +56,7 @@ WINDOW_SECONDS: Final = WINDOW_FRAMES * HOP_LENGTH / SAMPLE_RATE
 CHANGE_CONTEXT: Final = 3  # windows either side compared for a change of speaker
 CHANGE_DISTANCE: Final = 0.3
 VAD_BLOCK_SECONDS: Final = 60
-NUMBERED: Final = re.compile(r"speaker_\d+")
+_NUMBERED: Final = re.compile(r"speaker_\d+")
 _MIN_SEGMENT_SECONDS: Final = 0.25  # shorter speech gives no usable d-vector
 _VAD: Final = VadOptions(min_silence_duration_ms=100, speech_pad_ms=60)
 
@@ -331,7 +331,7 @@ def speaker_name(speaker: int) -> str:
 
 def is_numbered(speaker: str) -> bool:
     """Whether `speaker` is a `speaker_name` (not a known speaker's name)."""
-    return NUMBERED.fullmatch(speaker) is not None
+    return _NUMBERED.fullmatch(speaker) is not None
 
 
 def attributed(segments: Sequence[Segment], turns: Sequence[SpeakerTurn]) -> list[Segment]:

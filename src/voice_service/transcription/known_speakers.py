@@ -40,11 +40,15 @@ MAX_KNOWN_SPEAKERS: Final = 4  # OpenAI's bound
 # The form fields that name them, and the most a reference's data URL may take.
 FIELDS: Final = frozenset(f"{name}{tail}" for name in (NAMES, REFERENCES) for tail in ("", "[]"))
 MAX_REFERENCE_BYTES: Final = 2 * 1024 * 1024
+MAX_NAME_LENGTH: Final = 64
+CLIP_SECONDS: Final = (2.0, 10.0)  # a data URL's clip, as OpenAI bounds it
+SAMPLE_SECONDS: Final = 30.0  # the most of a clone's sample heard
+_DATA_URL: Final = re.compile(r"data:(?P<type>[^,;]*)(;[^,;]*)*;base64,(?P<data>.*)", re.S)
 # How the native form's fields are described in OpenAPI (OpenAI's are its own).
 KNOWN_SPEAKER_FORM_FIELDS: Final[dict[str, dict[str, Any]]] = {
     NAMES: {
         "type": "array",
-        "items": {"type": "string", "maxLength": 64},
+        "items": {"type": "string", "maxLength": MAX_NAME_LENGTH},
         "maxItems": MAX_KNOWN_SPEAKERS,
         "description": "In a diarized request (diarize=true; OpenAI's diarized_json): the "
         "names of people who may speak (the field repeated; known_speaker_names[] too), each "
@@ -60,10 +64,6 @@ KNOWN_SPEAKER_FORM_FIELDS: Final[dict[str, dict[str, Any]]] = {
         "cloned voices (its sample is the clip).",
     },
 }
-MAX_NAME_LENGTH: Final = 64
-CLIP_SECONDS: Final = (2.0, 10.0)  # a data URL's clip, as OpenAI bounds it
-SAMPLE_SECONDS: Final = 30.0  # the most of a clone's sample heard
-_DATA_URL: Final = re.compile(r"data:(?P<type>[^,;]*)(;[^,;]*)*;base64,(?P<data>.*)", re.S)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,13 +85,13 @@ async def named_people(
 ) -> list[Clip]:
     """The clips of the people the form's `values` name; they name speakers only in a
     diarized request (`needs` says what makes one)."""
-    given = references(values)
+    given = _references(values)
     if given and not diarized:
         raise InvalidRequest(f"{NAMES}[]: only with {needs}.", param=NAMES)
-    return await reference_clips(runtime, org_id, given)
+    return await _reference_clips(runtime, org_id, given)
 
 
-def references(values: Callable[[str], list[str]]) -> list[Reference]:
+def _references(values: Callable[[str], list[str]]) -> list[Reference]:
     """The people the form's `values` (a field's values, in order) name; [] for none."""
     names = values(f"{NAMES}[]") + values(NAMES)
     given = values(f"{REFERENCES}[]") + values(REFERENCES)
@@ -148,7 +148,7 @@ class Clip:
     where: str
 
 
-async def reference_clips(runtime: Runtime, org_id: str, given: Sequence[Reference]) -> list[Clip]:
+async def _reference_clips(runtime: Runtime, org_id: str, given: Sequence[Reference]) -> list[Clip]:
     """Each person's clip: the data URL's, or their clone's sample."""
     clips = []
     for index, reference in enumerate(given):
