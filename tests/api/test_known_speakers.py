@@ -44,6 +44,12 @@ async def named(
     form: dict[str, str | list[str]] = {"language": "en", "diarize": "true", **fields}
     form["known_speaker_names"] = [name for name, _ in people]
     form["known_speaker_references"] = [ref for _, ref in people]
+    return await posted(client, tenant, audio, form)
+
+
+async def posted(
+    client: httpx.AsyncClient, tenant: Tenant, audio: bytes, form: dict[str, str | list[str]]
+) -> httpx.Response:
     return await client.post(
         "/speech-to-text",
         headers=tenant.headers,
@@ -128,11 +134,8 @@ async def test_a_name_without_its_reference_is_a_400(
     client: httpx.AsyncClient, tenant: Tenant
 ) -> None:
     audio, _ = conversation(TWO[:2])
-    response = await client.post(
-        "/speech-to-text",
-        headers=tenant.headers,
-        files={"file": ("talk.wav", io.BytesIO(audio), "audio/wav")},
-        data={"diarize": "true", "known_speaker_names": "Ann"},
+    response = await posted(
+        client, tenant, audio, {"diarize": "true", "known_speaker_names": "Ann"}
     )
     message = assert_error(response, 400, "INVALID_REQUEST")["message"]
     assert message.startswith("known_speaker_names[]: one name for each"), message
@@ -142,11 +145,6 @@ async def test_only_references_may_be_long_fields(
     client: httpx.AsyncClient, tenant: Tenant
 ) -> None:
     audio, _ = conversation(TWO[:2])
-    response = await client.post(
-        "/speech-to-text",
-        headers=tenant.headers,
-        files={"file": ("talk.wav", io.BytesIO(audio), "audio/wav")},
-        data={"diarize": "true", "language": "e" * 20_000},
-    )
+    response = await posted(client, tenant, audio, {"diarize": "true", "language": "e" * 20_000})
     message = assert_error(response, 400, "INVALID_REQUEST")["message"]
     assert message.startswith("language: a form field is longer than"), message
