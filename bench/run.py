@@ -857,14 +857,19 @@ def provider_path(
 Step = tuple[str, Callable[[], tuple[list[Figure], dict[str, Any]]]]  # a name, what it measures
 
 
-def _measured(steps: list[Step], only: frozenset[str], details: dict[str, Any]) -> list[Figure]:
-    """The steps' figures (those `only` names, if it names any); their details by name."""
+def _measured(
+    steps: list[Step], only: frozenset[str], details: dict[str, Any], took: dict[str, float]
+) -> list[Figure]:
+    """The steps' figures (those `only` names, if it names any); their details and the
+    seconds each took, by name."""
     figures: list[Figure] = []
     for name, step in steps:
         if only and name not in only:
             continue
         print(f"measuring {name} ...", flush=True)
+        started = time.perf_counter()
         step_figures, details[name] = step()
+        took[name] = round(time.perf_counter() - started, 1)
         figures += step_figures
     return figures
 
@@ -876,6 +881,7 @@ def run(plan: Plan, work: Path, only: frozenset[str] = frozenset()) -> dict[str,
     data_dir.mkdir()
     figures: list[Figure] = []
     details: dict[str, Any] = {}
+    took: dict[str, float] = {}
     server, first = start_service(data_dir)
     try:
         key = create_key(data_dir, first["org_id"], rate_limit=10_000_000)
@@ -908,7 +914,7 @@ def run(plan: Plan, work: Path, only: frozenset[str] = frozenset()) -> dict[str,
             steps.insert(2, ("gateway_workers", lambda: gateway_workers(plan, work)))
         else:
             print(f"no Redis answers at {REDIS_URL}: the figure with 2 workers is left out")
-        figures += _measured(steps, only, details)
+        figures += _measured(steps, only, details, took)
         svc.client.close()
     finally:
         server.stop()
@@ -919,13 +925,14 @@ def run(plan: Plan, work: Path, only: frozenset[str] = frozenset()) -> dict[str,
         ("voice_quality", lambda: voice_quality(plan)),
         ("transcription_quality", lambda: transcription_quality(plan)),
     ]
-    figures += _measured(in_process, only, details)
+    figures += _measured(in_process, only, details, took)
     return {
         "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
         "quick": plan.quick,
         "only": sorted(only),
         "machine": machine(),
         "seconds": time.perf_counter() - started,
+        "step_seconds": took,
         "figures": [figure.as_json() for figure in figures],
         "details": details,
     }

@@ -221,5 +221,8 @@ def test_the_run_describes_the_machine_and_prints_the_table(
     machine = result["machine"]
     assert isinstance(machine, dict)
     assert machine["nproc"] >= 1 and machine["cpu_model"]
+    took = result["step_seconds"]
+    assert isinstance(took, dict) and {"stt", "diarization", "jobs"} <= set(took)
+    assert all(isinstance(seconds, float) and seconds >= 0 for seconds in took.values())
     assert "| Figure | Value | Before | Target | Met |" in stdout
     assert "clone speaker-similarity gain" in stdout
