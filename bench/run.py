@@ -170,14 +170,15 @@ def _timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - started
 
 
-def _interleaved(plan: Plan, first: Callable[[], object], second: Callable[[], object]) -> Any:
-    """Median times of `first` and `second`, alternated so machine noise hits both alike."""
-    first(), second()  # warm both paths (caches, lazy init, connection)
-    a, b = [], []
+def _interleaved(plan: Plan, *steps: Callable[[], object]) -> list[float]:
+    """Median times of the `steps`, taken in turn so machine noise hits each alike."""
+    for step in steps:
+        step()  # warm every path (caches, lazy init, connection)
+    times: list[list[float]] = [[] for _ in steps]
     for _ in range(plan.repeats):
-        a.append(_timed(first))
-        b.append(_timed(second))
-    return statistics.median(a), statistics.median(b)
+        for step, taken in zip(steps, times, strict=True):
+            taken.append(_timed(step))
+    return [statistics.median(taken) for taken in times]
 
 
 def _load(
@@ -689,7 +690,8 @@ def diarize_cost(svc: Service, plan: Plan) -> tuple[list[Figure], dict[str, Any]
     """What diarize=true adds to a /speech-to-text request's time: the same held-out
     conversation of real voices with and without it, alternated (quick: a 2-speaker one)."""
     talks = diarization_set.conversations("held-out", overlap=False)
-    talk = min(talks, key=lambda c: len(c.speakers)) if plan.quick else talks[-1]
+    pairs = [talk for talk in talks if len(talk.speakers) == 2]
+    talk = min(pairs, key=lambda c: c.audio.size) if plan.quick else talks[-1]
     audio = wav_of(talk.audio, SPEAKER_RATE)
 
     def post(**fields: str) -> None:
@@ -700,9 +702,10 @@ def diarize_cost(svc: Service, plan: Plan) -> tuple[list[Figure], dict[str, Any]
         )
         response.raise_for_status()
 
-    diarized_s, plain_s = _interleaved(plan, lambda: post(diarize="true"), post)
-    # Speakers are placed by word times: what they cost alone, without the diarizer.
-    _, words_s = _interleaved(plan, lambda: post(diarize="true"), lambda: post(timestamps="word"))
+    # Speakers are placed by word times: what they cost alone, without the diarizer, too.
+    diarized_s, plain_s, words_s = _interleaved(
+        plan, lambda: post(diarize="true"), post, lambda: post(timestamps="word")
+    )
     seconds = talk.audio.size / SPEAKER_RATE
     figures = [
         Figure("diarize_time_ratio", "19. /speech-to-text with diarize=true / without",
