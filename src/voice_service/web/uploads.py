@@ -233,8 +233,9 @@ class _StreamedForm:
                 raise InvalidRequest("Send one file, in the field named file.")
             self.has_file = self._in_file = True
             return
-        if len(self.items) >= MAX_FIELDS + self._extra.count:
-            raise InvalidRequest(f"Too many form fields (at most {MAX_FIELDS}).")
+        most = MAX_FIELDS + self._extra.count
+        if len(self.items) >= most:
+            raise InvalidRequest(f"Too many form fields (at most {most}).")
         self._field = name
 
     def _data(self, data: bytes, start: int, end: int) -> None:
