@@ -11,10 +11,7 @@ from voice_service.engines.protocols import TranscribeOptions
 from voice_service.tenancy.principal import Principal
 from voice_service.transcription.fields import SPEAKER_FORM_FIELDS, speaker_hints, word_timestamps
 from voice_service.transcription.known_speakers import (
-    FIELDS,
     KNOWN_SPEAKER_FORM_FIELDS,
-    MAX_KNOWN_SPEAKERS,
-    MAX_REFERENCE_BYTES,
     named_people,
 )
 from voice_service.transcription.schemas import Transcript, TranscriptSegment, segment_fields
@@ -25,7 +22,7 @@ from voice_service.transcription.service import (
 )
 from voice_service.web.deps import Context, IdempotencyKey, RequestLedger, require
 from voice_service.web.schemas import error_responses, multipart_request_body
-from voice_service.web.uploads import ExtraFields, receive_audio_upload
+from voice_service.web.uploads import NAMED_PEOPLE_FIELDS, receive_audio_upload
 
 router = APIRouter(tags=["transcription"])
 
@@ -54,14 +51,13 @@ _BODY = multipart_request_body(
     required=["file"],
 )
 _RESPONSES = error_responses(400, 413, 415, 502)
-_NAMED_PEOPLE = ExtraFields(2 * MAX_KNOWN_SPEAKERS, FIELDS, MAX_REFERENCE_BYTES)
 
 
 async def _transcribe(
     request: Request, context: Context, ledger: Ledger, endpoint: str
 ) -> Transcript:
     async with receive_audio_upload(
-        request, context.settings.max_upload_bytes, context.uploads_dir, _NAMED_PEOPLE
+        request, context.settings.max_upload_bytes, context.uploads_dir, NAMED_PEOPLE_FIELDS
     ) as upload:
         fields = upload.fields
         language = parse_language(fields.get("language"), known_languages(context))

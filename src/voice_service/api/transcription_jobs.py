@@ -41,7 +41,6 @@ from voice_service.transcription.fields import (
     word_timestamps,
 )
 from voice_service.transcription.known_speakers import (
-    FIELDS,
     KNOWN_SPEAKER_FORM_FIELDS,
     MAX_KNOWN_SPEAKERS,
     MAX_REFERENCE_BYTES,
@@ -55,14 +54,13 @@ from voice_service.web.context import AppContext
 from voice_service.web.deps import Authenticated, Context, RequestLedger, check_scope
 from voice_service.web.idempotency import claim_idempotency_key, request_target
 from voice_service.web.schemas import error_responses, multipart_request_body, parse_json_body
-from voice_service.web.uploads import ExtraFields, receive_from_url, receive_large_upload
+from voice_service.web.uploads import NAMED_PEOPLE_FIELDS, receive_from_url, receive_large_upload
 from voice_service.webhooks import repository as webhooks
 from voice_service.webhooks.schemas import DeliveryList, DeliveryOut
 from voice_service.webhooks.service import checked_url, redeliver
 
 router = APIRouter(tags=["transcription jobs"])
 
-_NAMED_PEOPLE = ExtraFields(2 * MAX_KNOWN_SPEAKERS, FIELDS, MAX_REFERENCE_BYTES)
 # A URL and options, and the data URLs of the people it names.
 MAX_JSON_BYTES = 16 * 1024 + MAX_KNOWN_SPEAKERS * MAX_REFERENCE_BYTES
 MAX_URL_LENGTH = 2048
@@ -177,7 +175,7 @@ async def submit(
             job = await submit_job(context, queue, ledger, fetched.path, fetched.size, options)
     else:
         async with receive_large_upload(
-            request, request_target(request), context.uploads_dir, _NAMED_PEOPLE
+            request, request_target(request), context.uploads_dir, NAMED_PEOPLE_FIELDS
         ) as upload:
             limit = context.settings.job_max_upload_bytes
             if upload.size > limit:

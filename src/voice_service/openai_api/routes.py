@@ -33,10 +33,7 @@ from voice_service.openai_api.voices import voice_id_for
 from voice_service.speech.service import stream_speech
 from voice_service.tenancy.principal import Principal
 from voice_service.transcription.known_speakers import (
-    FIELDS,
     KNOWN_SPEAKER_FORM_FIELDS,
-    MAX_KNOWN_SPEAKERS,
-    MAX_REFERENCE_BYTES,
     named_people,
 )
 from voice_service.transcription.service import (
@@ -64,7 +61,7 @@ from voice_service.web.schemas import (
     parse_json,
 )
 from voice_service.web.streaming import MeteredStream
-from voice_service.web.uploads import ExtraFields, Upload, receive_audio_upload
+from voice_service.web.uploads import NAMED_PEOPLE_FIELDS, Upload, receive_audio_upload
 
 router = APIRouter(prefix="/v1", tags=["OpenAI-compatible"])
 SSE = "text/event-stream"
@@ -157,8 +154,6 @@ def _invalid_file_format(reason: str) -> ApiError:
 
 # OpenAI's formats, checked by content like the native API's (see OPENAI_AUDIO).
 OPENAI_POLICY = AudioPolicy(OPENAI_AUDIO, _invalid_file_format)
-# known_speaker_names[] with known_speaker_references[] (data URLs, or cloned voices' ids).
-_NAMED_PEOPLE = ExtraFields(2 * MAX_KNOWN_SPEAKERS, FIELDS, MAX_REFERENCE_BYTES)
 
 
 @router.post(
@@ -238,7 +233,7 @@ async def _transcribe(
     request: Request, context: Context, ledger: Ledger, task: Task, endpoint: str
 ) -> Response:
     async with receive_audio_upload(
-        request, context.settings.max_upload_bytes, context.uploads_dir, _NAMED_PEOPLE
+        request, context.settings.max_upload_bytes, context.uploads_dir, NAMED_PEOPLE_FIELDS
     ) as upload:
         form = _TranscriptionForm.parse(upload, task, known_languages(context))
         diarized = form.format is TranscriptFormat.DIARIZED_JSON

@@ -35,6 +35,7 @@ from voice_service.core.errors import (
 )
 from voice_service.core.vocabulary import megabytes
 from voice_service.kit.outbound import FetchFailed, OutboundPolicy, OutboundRefused, fetch_to_file
+from voice_service.transcription import known_speakers
 
 # Room for the boundaries and part headers around a file of the full allowed size.
 MULTIPART_OVERHEAD_BYTES = 64 * 1024
@@ -53,6 +54,12 @@ class ExtraFields:
 
 
 NO_EXTRA_FIELDS = ExtraFields(0)
+# A transcription form's known_speaker_names with their known_speaker_references (data URLs).
+NAMED_PEOPLE_FIELDS = ExtraFields(
+    2 * known_speakers.MAX_KNOWN_SPEAKERS,
+    known_speakers.FIELDS,
+    known_speakers.MAX_REFERENCE_BYTES,
+)
 
 
 @dataclass(frozen=True, slots=True)
