@@ -147,18 +147,26 @@ def _seconds(hours: str, minutes: str, seconds: str, millis: str) -> float:
 def test_diarized_json_is_parsed_by_the_sdk_with_a_speaker_per_person(
     client: openai.OpenAI,
 ) -> None:
+    result, names = _diarized(client)
+    assert result.task == "transcribe" and result.text and result.usage is not None
+    assert all(segment.type == "transcript.text.segment" for segment in result.segments)
+    assert names == {"A": READER, "B": CALLER}
+
+
+def _diarized(
+    client: openai.OpenAI, **named: list[str]
+) -> tuple[TranscriptionDiarized, dict[str, str]]:
+    """A reader and a caller in diarized_json, parsed by the SDK; each label's person."""
     audio, truth = conversation([(READER, 0), (CALLER, 4), (READER, 2)])
     result = client.audio.transcriptions.create(
         model="gpt-4o-transcribe-diarize",
         file=("talk.wav", audio),
         response_format="diarized_json",
         language="en",
+        **named,  # type: ignore[arg-type]
     )
     assert isinstance(result, TranscriptionDiarized), type(result)
-    assert result.task == "transcribe" and result.text and result.usage is not None
-    assert all(segment.type == "transcript.text.segment" for segment in result.segments)
-    names = who_said([segment.model_dump() for segment in result.segments], truth)
-    assert names == {"A": READER, "B": CALLER}
+    return result, who_said([segment.model_dump() for segment in result.segments], truth)
 
 
 def test_translations_have_no_diarized_json(client: openai.OpenAI) -> None:
@@ -171,20 +179,14 @@ def test_translations_have_no_diarized_json(client: openai.OpenAI) -> None:
 
 
 def test_known_speaker_names_label_the_people_they_name(client: openai.OpenAI) -> None:
-    audio, truth = conversation([(READER, 0), (CALLER, 4), (READER, 2)])
-    result = client.audio.transcriptions.create(
-        model="gpt-4o-transcribe-diarize",
-        file=("talk.wav", audio),
-        response_format="diarized_json",
-        language="en",
+    _, names = _diarized(
+        client,
         known_speaker_names=["agent", "customer"],
         known_speaker_references=[
             data_url(reference(READER, 3)),
             data_url(reference(CALLER, 0, 2, 3)),
         ],
     )
-    assert isinstance(result, TranscriptionDiarized), type(result)
-    names = who_said([segment.model_dump() for segment in result.segments], truth)
     assert names == {"agent": READER, "customer": CALLER}
 
 
