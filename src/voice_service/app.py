@@ -71,6 +71,9 @@ from voice_service.web.openapi import install_openapi
 from voice_service.web.server import STATE_KEY, ConnectionPolicy
 from voice_service.web.uploads import MULTIPART_OVERHEAD_BYTES
 from voice_service.webhooks.worker import DeliveryWorkers
+from voice_service.wyoming.listeners import WyomingListeners
+from voice_service.wyoming.requests import METHOD as WYOMING_METHOD
+from voice_service.wyoming.requests import WyomingPath
 
 API_PREFIX = "/api/v1"
 # Entries a process keeps (least recently used go first): a principal is a few hundred
@@ -105,6 +108,7 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None)
     # After the error handlers: it replaces the API's handler with one that also renders pages.
     install_console(app)
     context.metrics.endpoints.use(app.routes)  # every route is in by now
+    context.metrics.endpoints.name(WYOMING_METHOD, list(WyomingPath))
     _add_middleware(app, context)
     install_openapi(app, settings.max_upload_bytes)
     return app
@@ -153,7 +157,7 @@ def _context(settings: Settings, pepper: bytes) -> AppContext:
 
 @asynccontextmanager
 async def _lifespan(
-    context: AppContext, pepper: bytes, engines: Engines | None, _app: FastAPI
+    context: AppContext, pepper: bytes, engines: Engines | None, app: FastAPI
 ) -> AsyncIterator[dict[str, Any]]:
     settings = context.settings
     # Start-up waits its turn behind other nodes: statements longer than requests'.
@@ -199,9 +203,13 @@ async def _lifespan(
         context.books,
         context.stopping,
     )
+    # Last: a Wyoming request is served from its first byte, on everything above.
+    wyoming = app.state.wyoming = WyomingListeners(context)
     try:
+        await wyoming.start()
         yield {STATE_KEY: policy}
     finally:
+        await wyoming.stop(settings.drain_timeout_seconds)
         expiry.cancel()
         await context.jobs.stop()
         await context.deliveries.stop()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
@@ -12,6 +14,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from voice_service.core.vocabulary import Capability
 from voice_service.engines.catalog import engine_names, engines_help, parse_engine_list
+
+_KEY_ID = re.compile(r"key_[0-9a-f]{24}")  # as core.ids.new_id makes them
 
 
 def _tts_engines(value: str) -> str:
@@ -64,6 +68,49 @@ def parse_schedule(value: str) -> tuple[int, ...]:
     if not seconds or min(seconds) < 1:
         raise ValueError(f"{value!r}: whole seconds, comma-separated, each at least 1")
     return seconds
+
+
+@dataclass(frozen=True, slots=True)
+class WyomingBinding:
+    """A Wyoming listener: where it listens, and the API key whose requests it makes."""
+
+    host: str
+    port: int
+    key_id: str
+
+    @property
+    def address(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+def parse_wyoming(value: str) -> tuple[WyomingBinding, ...]:
+    """`[HOST:]PORT=KEY_ID` entries, comma-separated (HOST 127.0.0.1 when left out,
+    `[::1]:PORT` for IPv6); raises ValueError naming a bad entry."""
+    bindings = []
+    for entry in (part.strip() for part in value.split(",")):
+        if not entry:
+            continue
+        where, _, key_id = entry.partition("=")
+        if ":" not in where:
+            where = f"127.0.0.1:{where}"
+        parsed = urlsplit(f"//{where.strip()}")
+        try:
+            port = parsed.port
+        except ValueError:
+            port = None
+        key_id = key_id.strip()
+        if port is None or not parsed.hostname or parsed.path or not _KEY_ID.fullmatch(key_id):
+            raise ValueError(f"{entry!r}: not [HOST:]PORT=KEY_ID (KEY_ID: key_...)")
+        bindings.append(WyomingBinding(parsed.hostname, port, key_id))
+    ports = [(binding.host, binding.port) for binding in bindings if binding.port != 0]
+    if len(set(ports)) != len(ports):
+        raise ValueError(f"{value!r}: two listeners on one address")
+    return tuple(bindings)
+
+
+def _wyoming(value: str) -> str:
+    parse_wyoming(value)
+    return value
 
 
 def _schedule(value: str) -> str:
@@ -254,6 +301,24 @@ class Settings(BaseSettings):
         "connections beyond it are closed at once.",
     )
 
+    wyoming: Annotated[str, AfterValidator(_wyoming)] = Field(
+        "",
+        description="Wyoming listeners (Home Assistant's protocol), off by default: "
+        "[HOST:]PORT=KEY_ID entries, comma-separated (`serve --wyoming`). Each makes its "
+        "requests as the API key KEY_ID; HOST defaults to 127.0.0.1.",
+    )
+    wyoming_zeroconf: bool = Field(
+        False,
+        description="Announce each Wyoming listener that is not on a loopback address over "
+        "zeroconf (_wyoming._tcp), so Home Assistant finds it (`serve --wyoming-zeroconf`).",
+    )
+    wyoming_max_audio_seconds: float = Field(
+        300.0,
+        gt=0,
+        description="Longest audio a Wyoming transcription takes: a stream that runs on "
+        "past it is answered with an error event and not billed.",
+    )
+
     log_format: Literal["text", "json"] = Field(
         "text",
         description="text: a line per event, as uvicorn writes them; json: one JSON object "
@@ -340,6 +405,10 @@ class Settings(BaseSettings):
     @property
     def outbound_allowed(self) -> frozenset[tuple[str, int | None]]:
         return parse_hosts(self.outbound_allowed_hosts)
+
+    @property
+    def wyoming_listeners(self) -> tuple[WyomingBinding, ...]:
+        return parse_wyoming(self.wyoming)
 
     @property
     def key_rate_limit_ceiling(self) -> int:

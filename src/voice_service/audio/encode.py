@@ -104,6 +104,11 @@ class AudioEncoder:
         self._samples_in = 0
         self._samples_out = 0
 
+    @property
+    def sample_rate(self) -> int | None:
+        """The output's rate: the format's, or the first chunk's (None before it)."""
+        return self.format.sample_rate or self._source_rate or None
+
     def add(self, pcm: Pcm) -> bytes:
         """Encode one chunk; returns what is ready to send (always b"" unless streaming)."""
         try:

@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 import uvicorn
+from pydantic import ValidationError
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -43,10 +44,37 @@ def serve(
             min=1, help="Processes (default: VOICE_SERVICE_WORKERS or 1; > 1 needs REDIS_URL)."
         ),
     ] = None,
+    wyoming: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--wyoming",
+            metavar="[HOST:]PORT=KEY_ID",
+            help="Also serve Home Assistant's Wyoming protocol on HOST:PORT (HOST "
+            "127.0.0.1 unless given), every request made as the API key KEY_ID. Repeatable; "
+            "replaces VOICE_SERVICE_WYOMING.",
+        ),
+    ] = None,
+    wyoming_zeroconf: Annotated[
+        bool,
+        typer.Option(
+            "--wyoming-zeroconf",
+            help="Announce the Wyoming listeners that others can reach over zeroconf, so "
+            "Home Assistant discovers them.",
+        ),
+    ] = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Start the API on http://HOST:PORT/api/v1 (migrates the database first)."""
-    settings = Settings()
+    # Each process reads its settings anew: the Wyoming flags reach them as variables.
+    if wyoming:
+        os.environ["VOICE_SERVICE_WYOMING"] = ",".join(wyoming)
+    if wyoming_zeroconf:
+        os.environ["VOICE_SERVICE_WYOMING_ZEROCONF"] = "true"
+    try:
+        settings = Settings()
+    except ValidationError as exc:
+        typer.echo(f"error: {_first_problem(exc)}", err=True)
+        raise typer.Exit(2) from None
     if workers is None:
         workers = settings.workers
     # Each process reads its settings anew: they learn the node's process count from this
@@ -98,11 +126,11 @@ def serve(
     base_url = f"http://{url_host}:{sock.getsockname()[1]}/api/v1"
     first = run_work(lambda session: _bootstrap(session, settings), create=True)
     data = _data_served(settings)
-    emit(
-        as_json,
-        {"base_url": base_url, **data, **first},
-        _welcome(base_url, data, first, _self_command(settings.data_dir)),
-    )
+    listeners = [binding.address for binding in settings.wyoming_listeners]
+    welcome = _welcome(base_url, data, first, _self_command(settings.data_dir))
+    if listeners:
+        welcome += f"\nWyoming (Home Assistant) on {', '.join(listeners)}"
+    emit(as_json, {"base_url": base_url, **data, **first, "wyoming": listeners}, welcome)
     sys.stdout.flush()
     # uvicorn drains on SIGTERM, then raises the signal again with the handler it found
     # installed: with this one, a node that drained exits 0 rather than "killed by SIGTERM".
@@ -110,6 +138,12 @@ def serve(
     # Before uvicorn spawns the workers: they inherit where to keep their metrics.
     share_between_workers(settings.data_dir, workers)
     raise typer.Exit(launch.run(config, sock))
+
+
+def _first_problem(exc: ValidationError) -> str:
+    error = exc.errors()[0]
+    name = "VOICE_SERVICE_" + "_".join(str(part) for part in error["loc"]).upper()
+    return f"{name}: {error['msg']}"
 
 
 def _exit_drained(_signum: int, _frame: FrameType | None) -> None:

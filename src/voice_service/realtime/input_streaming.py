@@ -21,7 +21,6 @@ import base64
 import contextlib
 import json
 import logging
-import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
@@ -30,6 +29,7 @@ from typing import Any
 
 from voice_service.audio.encode import AudioEncoder, AudioFormat
 from voice_service.audio.output_formats import parse_output_format
+from voice_service.books.unit_gate import UnitGate
 from voice_service.books.usage.charge import Charge
 from voice_service.core.errors import ApiError, InternalError, RateLimited, session_message
 from voice_service.core.models import Voice
@@ -39,9 +39,9 @@ from voice_service.realtime.upgrade import (
     FINISH_SHARE,
     Ending,
     Session,
-    UnitGate,
     next_message,
 )
+from voice_service.speech.clauses import next_clause
 from voice_service.speech.service import is_remote, speech_chunks, timed_speech
 from voice_service.tenancy.principal import Principal
 from voice_service.voices.service import find_voice
@@ -49,12 +49,6 @@ from voice_service.web.context import AppContext
 
 logger = logging.getLogger(__name__)
 
-# Where a clause ends: a clause mark or sentence end (closing quotes and brackets kept with
-# it) followed by a space, or a line break.
-_CLAUSE_END = re.compile(
-    r"[.!?\u2026,;:\u3002\uff01\uff1f\uff0c\uff1b\uff1a][\"')\]\u201d\u2019]*\s|\n"
-)
-LONGEST_RUN = 120  # characters spoken without waiting for a clause's end
 # Characters a capped key's session holds ahead of what it has sent.
 HOLD_AHEAD = 1000
 
@@ -75,20 +69,6 @@ def preparer(
         return Prepared(await find_voice(context, principal, voice_id), fmt)
 
     return prepare
-
-
-def next_clause(pending: str, *, everything: bool) -> tuple[str, str]:
-    """(what to speak now, what to keep waiting): up to the last clause end, or all of
-    it with `everything`; a long run without one up to its last space."""
-    if everything:
-        return pending, ""
-    ends = [match.end() for match in _CLAUSE_END.finditer(pending)]
-    if ends:
-        return pending[: ends[-1]], pending[ends[-1] :]
-    if len(pending) >= LONGEST_RUN:
-        cut = pending.rfind(" ", 0, len(pending)) + 1 or len(pending)
-        return pending[:cut], pending[cut:]
-    return "", pending
 
 
 class InputStream:

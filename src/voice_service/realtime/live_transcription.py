@@ -11,27 +11,27 @@ import math
 import time
 from fractions import Fraction
 
-from voice_service.audio.encode import wav_of
 from voice_service.books.ledger import Ledger
+from voice_service.books.unit_gate import UnitGate
 from voice_service.books.usage.charge import Charge
-from voice_service.core.errors import ProviderError, RateLimited
-from voice_service.core.vocabulary import Capability, UsageEndpoint
-from voice_service.engines.protocols import EngineError, SpeechToText, TranscribeOptions
-from voice_service.inference.admission import Job
-from voice_service.inference.providers.provider import Provider
-from voice_service.inference.providers.wire import AudioFile
-from voice_service.inference.resolver import NO_TRANSCRIBER, can_transcribe, transcriber_for
-from voice_service.realtime.audio_in import RATE, Floats
+from voice_service.core.errors import RateLimited
+from voice_service.core.vocabulary import UsageEndpoint
+from voice_service.engines.protocols import TranscribeOptions
+from voice_service.realtime.audio_in import Floats
 from voice_service.realtime.transcription import TranscriptionSession
 from voice_service.realtime.upgrade import (
     FINISH_SHARE,
     Ending,
     Session,
-    UnitGate,
     next_message,
 )
 from voice_service.tenancy.principal import Principal
-from voice_service.transcription.service import known_languages, parse_language
+from voice_service.transcription.service import (
+    known_languages,
+    parse_language,
+    require_transcriber,
+    transcribe_samples,
+)
 from voice_service.web.context import AppContext
 
 logger = logging.getLogger(__name__)
@@ -41,9 +41,7 @@ HOLD_AHEAD = 60
 
 
 async def check_transcriber(context: AppContext, _principal: Principal) -> None:
-    assert context.engines is not None
-    if not can_transcribe(context.engines, context.providers):
-        raise ProviderError(NO_TRANSCRIBER)
+    require_transcriber(context)
 
 
 async def run_transcription(session: Session, _prepared: None) -> None:
@@ -59,7 +57,7 @@ async def run_transcription(session: Session, _prepared: None) -> None:
 
     transcription = TranscriptionSession(
         channel.send,
-        lambda audio, options: _transcribe(context, ledger, audio, options),
+        lambda audio, options: _text(context, ledger, audio, options),
         lambda value: parse_language(value, known),
         take,
         lambda: _spare_capacity(context),
@@ -141,25 +139,8 @@ def _spare_capacity(context: AppContext) -> bool:
     return context.pool.has_free_slot if local else True
 
 
-async def _transcribe(
+async def _text(
     context: AppContext, ledger: Ledger, audio: Floats, options: TranscribeOptions
 ) -> str:
-    """A turn's text: from the provider the providers file routes its language to, else
-    from this node's engine, through the same admission as every transcription."""
-    assert context.engines is not None
-    transcriber = transcriber_for(context.engines, context.providers, options.language)
-    if isinstance(transcriber, Provider):
-        upload = AudioFile("turn.wav", wav_of(audio, RATE), "audio/wav")
-        transcript = await transcriber.transcribe(upload, options, audio.size / RATE)
-        return transcript.text
-    job = Job(Capability.SPEECH_TO_TEXT, transcriber.name, live=True)
-    try:
-        return await context.pool.run(job, _text, transcriber.engine, audio, options)
-    except EngineError as exc:
-        logger.error("a realtime turn of %s failed: %r", ledger.request_id, exc)
-        raise ProviderError() from exc
-
-
-def _text(transcriber: SpeechToText, audio: Floats, options: TranscribeOptions) -> str:
-    stream = transcriber.stream(audio, options)
-    return " ".join(segment.text.strip() for segment in stream.segments).strip()
+    heard = await transcribe_samples(context, audio, options, ledger.request_id, live=True)
+    return heard.text

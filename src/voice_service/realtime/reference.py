@@ -11,7 +11,6 @@ from fastapi import APIRouter
 from fastapi.responses import HTMLResponse
 
 from voice_service.realtime.audio_in import RATE
-from voice_service.realtime.input_streaming import LONGEST_RUN
 from voice_service.realtime.transcription import (
     MAX_BUFFER,
     MAX_TURN,
@@ -19,6 +18,7 @@ from voice_service.realtime.transcription import (
     MIN_COMMIT,
 )
 from voice_service.settings import Settings
+from voice_service.speech.clauses import LONGEST_RUN
 from voice_service.web.deps import Context
 from voice_service.web.docs import PAGE_HEADERS, docs_bar, page_head
 

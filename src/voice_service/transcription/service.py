@@ -19,8 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from voice_service.audio.decode import DecodedAudio, decode_audio
+from voice_service.audio.encode import wav_of
 from voice_service.audio.formats import AcceptedAudio, identify_audio
 from voice_service.audio.policy import NATIVE_POLICY, AudioPolicy, audio_errors_as_api_errors
+from voice_service.audio.vad import RATE, Floats
 from voice_service.books.ledger import Ledger
 from voice_service.books.usage.charge import Charge
 from voice_service.core.errors import InvalidRequest, ProviderError
@@ -38,7 +40,12 @@ from voice_service.inference.admission import Job
 from voice_service.inference.engines import Engines
 from voice_service.inference.providers.provider import Provider
 from voice_service.inference.providers.wire import UPLOAD_NAMES, AudioFile
-from voice_service.inference.resolver import transcriber_for, transcription_languages
+from voice_service.inference.resolver import (
+    NO_TRANSCRIBER,
+    can_transcribe,
+    transcriber_for,
+    transcription_languages,
+)
 from voice_service.kit.waiting import unless_set
 from voice_service.runtime import Runtime
 from voice_service.transcription.known_speakers import Clip, heard
@@ -340,3 +347,51 @@ def local_transcript_parts(
     for segment in stream.segments:
         deadline.check(float(audio.duration_seconds))
         yield segment
+
+
+@dataclass(frozen=True, slots=True)
+class HeardText:
+    """What a short clip of speech said (a live turn, a voice command)."""
+
+    text: str
+    language: str | None  # None: a provider that did not say
+    segments: tuple[str, ...]  # each segment's text, stripped
+
+
+def require_transcriber(runtime: Runtime) -> None:
+    """Refuse a transcription this node can route nowhere (no engine, no provider)."""
+    assert runtime.engines is not None
+    if not can_transcribe(runtime.engines, runtime.providers):
+        raise ProviderError(NO_TRANSCRIBER)
+
+
+async def transcribe_samples(
+    runtime: Runtime,
+    audio: Floats,
+    options: TranscribeOptions,
+    request_id: str,
+    *,
+    live: bool,
+) -> HeardText:
+    """16 kHz mono samples' text: from the provider the providers file routes their
+    language to, else from this node's engine, through the same admission as every
+    transcription (a `live` clip goes first in its queue)."""
+    assert runtime.engines is not None
+    transcriber = transcriber_for(runtime.engines, runtime.providers, options.language)
+    if isinstance(transcriber, Provider):
+        upload = AudioFile("speech.wav", wav_of(audio, RATE), "audio/wav")
+        remote = await transcriber.transcribe(upload, options, audio.size / RATE)
+        texts = tuple(segment.text.strip() for segment in remote.segments)
+        return HeardText(remote.text.strip(), remote.language, texts)
+    job = Job(Capability.SPEECH_TO_TEXT, transcriber.name, live=live)
+    try:
+        return await runtime.pool.run(job, _heard, transcriber.engine, audio, options)
+    except EngineError as exc:
+        logger.error("transcribing %s failed: %r", request_id, exc)
+        raise ProviderError() from exc
+
+
+def _heard(transcriber: SpeechToText, audio: Floats, options: TranscribeOptions) -> HeardText:
+    stream = transcriber.stream(audio, options)
+    texts = tuple(segment.text.strip() for segment in stream.segments)
+    return HeardText(" ".join(texts).strip(), stream.language, texts)

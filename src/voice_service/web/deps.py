@@ -63,7 +63,11 @@ async def admit(connection: HTTPConnection, context: AppContext, principal: Prin
     """Let a resolved key's request in: it is logged as its organization's from here on,
     refused while the organization or account is suspended, and counted against its rate
     limit. The console's requests for a user come through here too (console/acting.py)."""
-    ledger = Ledger.of(connection)
+    await admit_to(Ledger.of(connection), context, principal)
+
+
+async def admit_to(ledger: Ledger, context: AppContext, principal: Principal) -> None:
+    """`admit` for a request outside HTTP (a Wyoming request), whose ledger is its own."""
     ledger.admit(principal)
     if principal.suspended:
         raise AccountSuspended()

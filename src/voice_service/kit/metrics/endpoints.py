@@ -20,6 +20,7 @@ class EndpointNames:
     def __init__(self) -> None:
         self._routes: list[RouteContext] = []
         self._named: dict[tuple[str, str], str] = {}
+        self._fixed: dict[tuple[str, str], str] = {}  # requests of other protocols than HTTP
 
     def use(self, routes: Sequence[BaseRoute]) -> None:
         """Name endpoints after the app's routes, once every router is included (FastAPI
@@ -27,10 +28,15 @@ class EndpointNames:
         self._routes = [route for route in iter_route_contexts(routes) if route.path_format]
         self._named.clear()
 
+    def name(self, method: str, paths: Sequence[str]) -> None:
+        """Requests of another protocol (Wyoming's), logged as `method` and one of `paths`:
+        each path is its own endpoint."""
+        self._fixed.update({(method, path): path for path in paths})
+
     def of(self, method: str, path: str) -> str:
         """The template of the route Starlette picks: the first that matches path and
         method, else the first that matches the path (answered 405)."""
-        name = self._named.get((method, path))
+        name = self._fixed.get((method, path)) or self._named.get((method, path))
         if name is None:
             if len(self._named) >= MAX_REMEMBERED:
                 self._named.clear()

@@ -123,6 +123,12 @@ class Metrics:
             buckets=SECONDS_BUCKETS,
             registry=registry,
         )
+        self.wyoming_connections = Gauge(
+            "voice_service_wyoming_connections",
+            "Wyoming connections open (Home Assistant's protocol, VOICE_SERVICE_WYOMING).",
+            multiprocess_mode="livesum",
+            registry=registry,
+        )
         for capability in Capability:  # present, at 0, before the first request
             self.queue_depth.labels(capability)
             self.running.labels(capability)

@@ -1,0 +1,86 @@
+"""`describe` → `info`: what the listener's key may use, as Wyoming programs.
+
+Text to speech lists the shared catalogue and the organization's clones, each named by its
+voice id (stable across restarts and nodes), described by its name, with its language.
+Speech to text lists the transcription model and the languages it takes. A program the key
+may not use (a scope it lacks, a service disabled for it) is left out.
+"""
+
+from __future__ import annotations
+
+from wyoming.info import AsrModel, AsrProgram, Attribution, Info, TtsProgram, TtsVoice
+
+from voice_service import __version__
+from voice_service.core.models import Voice
+from voice_service.core.vocabulary import Scope, Service
+from voice_service.tenancy.principal import Principal
+from voice_service.transcription.service import known_languages
+from voice_service.voices.repository import list_clones
+from voice_service.web.context import AppContext
+
+PROGRAM = "voice-service"
+ATTRIBUTION = Attribution(name="Voice Service", url="https://github.com/voice-service")
+
+
+def allows(principal: Principal, scope: Scope, service: Service) -> bool:
+    return (
+        principal.missing_scope_message(scope) is None
+        and principal.disabled_message(service) is None
+    )
+
+
+async def service_info(context: AppContext, principal: Principal) -> Info:
+    info = Info()
+    if allows(principal, Scope.TEXT_TO_SPEECH, Service.TEXT_TO_SPEECH):
+        info.tts.append(await _speech_program(context, principal))
+    if allows(principal, Scope.SPEECH_TO_TEXT, Service.SPEECH_TO_TEXT):
+        info.asr.append(_transcription_program(context))
+    return info
+
+
+async def _speech_program(context: AppContext, principal: Principal) -> TtsProgram:
+    assert context.voice_listing is not None
+    async with context.sessions() as session:
+        clones = await list_clones(session, principal.org_id)
+    voices = [_voice(voice) for voice in (*context.voice_listing.catalogue, *clones)]
+    return TtsProgram(
+        name=PROGRAM,
+        attribution=ATTRIBUTION,
+        installed=True,
+        description="Voice Service text to speech",
+        version=__version__,
+        voices=voices,
+        supports_synthesize_streaming=True,
+    )
+
+
+def _voice(voice: Voice) -> TtsVoice:
+    return TtsVoice(
+        name=voice.id,
+        attribution=ATTRIBUTION,
+        installed=True,
+        description=voice.name,
+        version=None,
+        languages=[voice.language] if voice.language else [],
+    )
+
+
+def _transcription_program(context: AppContext) -> AsrProgram:
+    assert context.engines is not None
+    model = AsrModel(
+        name=context.engines.transcriber_name or "provider",
+        attribution=ATTRIBUTION,
+        installed=True,
+        description="Voice Service speech to text",
+        version=__version__,
+        languages=sorted(known_languages(context)),
+    )
+    return AsrProgram(
+        name=PROGRAM,
+        attribution=ATTRIBUTION,
+        installed=True,
+        description="Voice Service speech to text",
+        version=__version__,
+        models=[model],
+        supports_transcript_streaming=True,
+    )
