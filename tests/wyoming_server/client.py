@@ -73,7 +73,9 @@ def audio_events(
     step = round(rate * chunk_seconds) * width * channels
     yield AudioStart(rate=rate, width=width, channels=channels)
     for offset in range(0, len(pcm), step):
-        yield AudioChunk(rate=rate, width=width, channels=channels, audio=pcm[offset : offset + step])
+        yield AudioChunk(
+            rate=rate, width=width, channels=channels, audio=pcm[offset : offset + step]
+        )
     yield AudioStop()
 
 

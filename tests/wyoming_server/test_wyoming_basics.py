@@ -12,8 +12,8 @@ from wyoming.info import Describe
 from wyoming.tts import Synthesize, SynthesizeVoice
 
 from tests.helpers.voices import JOE
-from tests.wyoming.client import audio_events, connected, pcm16, read_until, send
-from tests.wyoming.conftest import Node
+from tests.wyoming_server.client import audio_events, connected, pcm16, read_until, send
+from tests.wyoming_server.conftest import Node
 from voice_service.core.models import RequestLogEntry, UsageRecord
 
 pytestmark = pytest.mark.anyio
@@ -21,7 +21,9 @@ pytestmark = pytest.mark.anyio
 
 async def _rows(node: Node, key_id: str) -> tuple[list[RequestLogEntry], list[UsageRecord]]:
     async def read(session):  # type: ignore[no-untyped-def]
-        logged = await session.scalars(select(RequestLogEntry).where(RequestLogEntry.key_id == key_id))
+        logged = await session.scalars(
+            select(RequestLogEntry).where(RequestLogEntry.key_id == key_id)
+        )
         billed = await session.scalars(select(UsageRecord).where(UsageRecord.key_id == key_id))
         return list(logged), list(billed)
 
@@ -36,7 +38,9 @@ async def test_describe_lists_the_keys_voices_and_languages(node: Node) -> None:
     (tts,) = info.data["tts"]
     assert tts["supports_synthesize_streaming"] is True
     joe = next(voice for voice in tts["voices"] if voice["name"] == JOE)
-    assert joe["description"] == "Piper Joe (English, United States)" and joe["languages"] == ["en-US"]
+    assert joe["description"] == "Piper Joe (English, United States)" and joe["languages"] == [
+        "en-US"
+    ]
     (asr,) = info.data["asr"]
     assert "en" in asr["models"][0]["languages"]
 
