@@ -1,66 +1,183 @@
-"""describe, synthesize and transcribe over Wyoming, each logged and billed as the bound
-key's request."""
+"""describe, synthesize and transcribe over Wyoming, driven by the `wyoming` package's own
+client, each logged and billed as the bound key's request would be over HTTP."""
 
 from __future__ import annotations
 
+import math
+from pathlib import Path
+
+import av
+import numpy as np
 import pytest
 from bench.speech_set import real_clips
 from bench.wer import word_error_rate
-from sqlalchemy import select
 from wyoming.asr import Transcribe
 from wyoming.info import Describe
-from wyoming.tts import Synthesize, SynthesizeVoice
+from wyoming.tts import (
+    Synthesize,
+    SynthesizeChunk,
+    SynthesizeStart,
+    SynthesizeStop,
+    SynthesizeVoice,
+)
 
+from tests.helpers.api import clone, raised_voice_sample
 from tests.helpers.voices import JOE
 from tests.wyoming_server.client import audio_events, connected, pcm16, read_until, send
 from tests.wyoming_server.conftest import Node
-from voice_service.core.models import RequestLogEntry, UsageRecord
+from tests.wyoming_server.rows import books_of, new_rows
+from voice_service.core.vocabulary import UsageEndpoint
 
 pytestmark = pytest.mark.anyio
 
 
-async def _rows(node: Node, key_id: str) -> tuple[list[RequestLogEntry], list[UsageRecord]]:
-    async def read(session):  # type: ignore[no-untyped-def]
-        logged = await session.scalars(
-            select(RequestLogEntry).where(RequestLogEntry.key_id == key_id)
-        )
-        billed = await session.scalars(select(UsageRecord).where(UsageRecord.key_id == key_id))
-        return list(logged), list(billed)
+async def _info(port: int) -> dict[str, list[dict[str, object]]]:
+    async with connected(port) as client:
+        await send(client, Describe())
+        (info,) = (await read_until(client, "info")).of("info")
+    return info.data
 
-    return await node.tenants.run(read)
+
+async def _voices(port: int) -> dict[str, dict[str, object]]:
+    (tts,) = (await _info(port))["tts"]
+    voices: list[dict[str, object]] = tts["voices"]  # type: ignore[assignment]
+    return {str(voice["name"]): voice for voice in voices}
 
 
 async def test_describe_lists_the_keys_voices_and_languages(node: Node) -> None:
-    async with connected(node.ports[0]) as client:
-        await send(client, Describe())
-        answer = await read_until(client, "info")
-    (info,) = answer.of("info")
-    (tts,) = info.data["tts"]
+    before = await books_of(node.tenants, node.tenant.key_id)
+    info = await _info(node.ports[0])
+    (tts,) = info["tts"]
     assert tts["supports_synthesize_streaming"] is True
-    joe = next(voice for voice in tts["voices"] if voice["name"] == JOE)
-    assert joe["description"] == "Piper Joe (English, United States)" and joe["languages"] == [
-        "en-US"
-    ]
-    (asr,) = info.data["asr"]
-    assert "en" in asr["models"][0]["languages"]
+    voices = {voice["name"]: voice for voice in tts["voices"]}  # type: ignore[attr-defined]
+    assert voices[JOE]["description"] == "Piper Joe (English, United States)"
+    assert voices[JOE]["languages"] == ["en-US"]
+    (asr,) = info["asr"]
+    assert {"en", "de", "fr"} <= set(asr["models"][0]["languages"])  # type: ignore[index]
+    (row,) = (await new_rows(node.tenants, node.tenant.key_id, before)).logged
+    assert (row.method, row.path, row.status) == ("WYOMING", "/wyoming/describe", 200)
 
 
-async def test_synthesize_by_voice_name(node: Node) -> None:
+async def test_voice_names_are_stable_across_restarts(node: Node) -> None:
+    """The names are voice ids, which the catalogue derives from each engine voice."""
+    voices = await _voices(node.ports[0])
+    assert JOE in voices  # tests.helpers.voices derives it as every node does
+
+
+async def test_synthesize_by_name_is_billed_its_characters(node: Node) -> None:
     text = "Good evening. The lights in the kitchen are off."
+    before = await books_of(node.tenants, node.tenant.key_id)
     async with connected(node.ports[0]) as client:
         await send(client, Synthesize(text=text, voice=SynthesizeVoice(name=JOE)))
         answer = await read_until(client, "audio-stop")
     assert answer.error is None, answer.error
     assert answer.rate == 22_050
-    seconds = len(answer.audio) / 2 / answer.rate
-    assert 1.5 < seconds < 6
+    assert 1.5 < len(answer.audio) / 2 / answer.rate < 6
+    books = await new_rows(node.tenants, node.tenant.key_id, before)
+    (row,) = books.logged
+    assert (row.path, row.status, row.error_code) == ("/wyoming/synthesize", 200, None)
+    assert row.bytes_sent == len(answer.audio)
+    (usage,) = books.billed
+    assert (usage.endpoint, usage.units, usage.voice_id) == (
+        UsageEndpoint.TEXT_TO_SPEECH,
+        len(text),
+        JOE,
+    )
 
 
-async def test_transcribe_a_real_recording(node: Node) -> None:
-    clip = real_clips()[0]
+async def test_synthesize_by_language_alone(node: Node) -> None:
+    voices = await _voices(node.ports[0])
+    before = await books_of(node.tenants, node.tenant.key_id)
     async with connected(node.ports[0]) as client:
-        await send(client, Transcribe(language="en"), *audio_events(pcm16(clip.audio), 16_000))
+        voice = SynthesizeVoice(language="de_DE")  # Home Assistant's form; ours is de-DE
+        await send(client, Synthesize(text="Guten Morgen.", voice=voice))
+        answer = await read_until(client, "audio-stop")
+    assert answer.error is None, answer.error
+    (usage,) = (await new_rows(node.tenants, node.tenant.key_id, before)).billed
+    languages = voices[str(usage.voice_id)]["languages"]
+    assert str(languages[0]).startswith("de")  # type: ignore[index]
+
+
+async def test_synthesize_without_a_voice_speaks_english(node: Node) -> None:
+    before = await books_of(node.tenants, node.tenant.key_id)
+    async with connected(node.ports[0]) as client:
+        await send(client, Synthesize(text="Hello."))
+        answer = await read_until(client, "audio-stop")
+    assert answer.error is None, answer.error
+    (usage,) = (await new_rows(node.tenants, node.tenant.key_id, before)).billed
+    assert usage.voice_id == JOE
+
+
+async def test_a_clone_speaks_for_its_organization_only(node: Node, tmp_path: Path) -> None:
+    made = await clone(node.client, node.tenant, raised_voice_sample(tmp_path), name="Kitchen")
+    assert made.status_code == 201, made.text
+    voice_id = made.json()["voice"]["id"]
+    mine, theirs = await _voices(node.ports[0]), await _voices(node.ports[1])
+    assert mine[voice_id]["description"] == "Kitchen"
+    assert voice_id not in theirs
+    async with connected(node.ports[0]) as client:
+        await send(client, Synthesize(text="Dinner is ready.", voice=SynthesizeVoice(voice_id)))
+        answer = await read_until(client, "audio-stop")
+    assert answer.error is None and len(answer.audio) > answer.rate  # over half a second
+    async with connected(node.ports[1]) as client:
+        await send(client, Synthesize(text="Dinner is ready.", voice=SynthesizeVoice(voice_id)))
+        refused = await read_until(client, "audio-stop")
+    assert refused.error is not None and refused.error["code"] == "NOT_FOUND"
+    assert not refused.of("audio-chunk")
+
+
+async def test_streamed_text_is_spoken_before_it_has_all_arrived(node: Node) -> None:
+    """Proven by order: the rest of the text is sent only once audio of the first clause
+    has come back."""
+    first, rest = "Turning on the lights, ", ["then the heating ", "in the living room."]
+    before = await books_of(node.tenants, node.tenant.key_id)
+    async with connected(node.ports[0]) as client:
+        await send(client, SynthesizeStart(voice=SynthesizeVoice(name=JOE)), SynthesizeChunk(first))
+        early = await read_until(client, "audio-chunk")
+        assert early.error is None and early.of("audio-chunk"), early.events
+        await send(client, *(SynthesizeChunk(text) for text in rest))
+        # Home Assistant repeats the whole text for servers that do not stream.
+        await send(client, Synthesize(text=first + "".join(rest)), SynthesizeStop())
+        answer = await read_until(client, "synthesize-stopped")
+    assert answer.error is None, answer.error
+    kinds = [event.type for event in early.events + answer.events]
+    assert kinds[0] == "audio-start" and kinds.count("audio-start") == 1
+    assert kinds[-2:] == ["audio-stop", "synthesize-stopped"]
+    books = await new_rows(node.tenants, node.tenant.key_id, before)
+    (row,) = books.logged
+    assert (row.path, row.status) == ("/wyoming/synthesize-stream", 200)
+    (usage,) = books.billed
+    assert usage.units == len(first + "".join(rest))  # the repeated text is not billed
+
+
+def _resampled(samples: np.ndarray, rate: int) -> np.ndarray:  # type: ignore[type-arg]
+    resampler = av.AudioResampler(format="flt", layout="mono", rate=rate)
+    frame = av.AudioFrame.from_ndarray(samples.reshape(1, -1), format="flt", layout="mono")
+    frame.sample_rate = 16_000
+    frames = [*resampler.resample(frame), *resampler.resample(None)]
+    return np.concatenate([f.to_ndarray().reshape(-1) for f in frames])
+
+
+@pytest.mark.parametrize(("rate", "channels"), [(16_000, 1), (22_050, 2)])
+async def test_transcribe_a_real_recording(node: Node, rate: int, channels: int) -> None:
+    clip = real_clips()[0]
+    samples = clip.audio if rate == 16_000 else _resampled(clip.audio, rate)
+    pcm = pcm16(np.repeat(samples, channels))  # interleaved: each sample on every channel
+    before = await books_of(node.tenants, node.tenant.key_id)
+    async with connected(node.ports[0]) as client:
+        events = audio_events(pcm, rate, channels=channels)
+        await send(client, Transcribe(language="en-US"), *events)
         answer = await read_until(client, "transcript-stop")
     assert answer.error is None, answer.error
+    kinds = [event.type for event in answer.events]
+    assert kinds[0] == "transcript-start" and kinds[-2:] == ["transcript", "transcript-stop"]
     (transcript,) = answer.of("transcript")
     assert word_error_rate(clip.text, transcript.data["text"]) < 0.2, transcript.data
+    chunks = " ".join(chunk.data["text"] for chunk in answer.of("transcript-chunk"))
+    assert chunks == transcript.data["text"]
+    books = await new_rows(node.tenants, node.tenant.key_id, before)
+    (row,) = books.logged
+    assert (row.path, row.status) == ("/wyoming/transcribe", 200)
+    (usage,) = books.billed
+    seconds = len(pcm) / (2 * channels * rate)
+    assert (usage.endpoint, usage.units) == (UsageEndpoint.SPEECH_TO_TEXT, math.ceil(seconds))

@@ -80,7 +80,7 @@ class WyomingListeners:
             Listener(binding, shared=shared) for binding in settings.wyoming_listeners
         ]
         self._capacity = max(1, settings.max_connections // max(1, settings.workers))
-        self._open = 0
+        self.open = 0  # connections being served
         self.stopping = asyncio.Event()
         self._zeroconf: AsyncZeroconf | None = None
 
@@ -88,6 +88,15 @@ class WyomingListeners:
     def addresses(self) -> list[tuple[str, int]]:
         """(host, port) of each listener, as bound (a port of 0 is the one chosen)."""
         return [(listener.host, listener.port_bound) for listener in self.listeners]
+
+    @property
+    def under_way(self) -> int:
+        """Streamed requests (a synthesis, a transcription) between their events."""
+        return sum(
+            isinstance(handler, WyomingHandler) and handler.busy
+            for listener in self.listeners
+            for handler in listener.handlers
+        )
 
     async def start(self) -> None:
         for listener in self.listeners:
@@ -125,16 +134,16 @@ class WyomingListeners:
     ) -> AsyncEventHandler:
         if self.stopping.is_set():
             return _Refusal(reader, writer, ProviderError(STOPPING))
-        if self._open >= self._capacity:
+        if self.open >= self._capacity:
             busy = ProviderError(
-                f"This node has {self._open} connections open, its limit "
+                f"This node has {self.open} connections open, its limit "
                 "(VOICE_SERVICE_MAX_CONNECTIONS): connect again later, or to another node."
             )
             return _Refusal(reader, writer, busy)
         return _Counted(self, reader, writer, self._context, key_id, self.stopping)
 
     def connected(self, change: int) -> None:
-        self._open += change
+        self.open += change
         self._context.metrics.wyoming_connections.inc(change)
 
     async def _warn_unless_usable(self, binding: WyomingBinding) -> None:
