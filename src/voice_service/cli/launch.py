@@ -38,12 +38,24 @@ def listen(host: str, port: int, backlog: int) -> socket.socket:
     return sock
 
 
-def _why(host: str, port: int, exc: OSError) -> str:
+def check_free(host: str, port: int, option: str) -> None:
+    """Raise `CannotListen` unless host:port could be bound now (a listener the app binds
+    later, in each worker process: a busy port is said before anything slow)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise CannotListen(_why(host, port, exc, option)) from None
+
+
+def _why(host: str, port: int, exc: OSError, option: str = "--port") -> str:
     where = f"{host}:{port}"
     if exc.errno == errno.EADDRINUSE:
         return (
             f"port {port} is in use: cannot listen on {where} (another voice-service serve, "
-            "or another program, holds it). Stop it, or choose another port with --port."
+            f"or another program, holds it). Stop it, or choose another port with {option}."
         )
     if exc.errno == errno.EACCES:
         return f"cannot listen on {where}: permission denied (ports below 1024 need root)."

@@ -118,6 +118,8 @@ def serve(
     # after the port, since it may have to make the data dir.
     try:
         sock = launch.listen(host, port, config.backlog)
+        for binding in settings.wyoming_listeners:
+            launch.check_free(binding.host, binding.port, "--wyoming")
         serve_lock.hold(settings)  # held until this process exits
     except (serve_lock.ServeLocked, launch.CannotListen) as exc:
         typer.echo(f"error: {exc}", err=True)
