@@ -15,9 +15,8 @@ import av
 import numpy as np
 import numpy.typing as npt
 
-RATE = 16_000  # what Whisper and Silero take
-
-Floats = npt.NDArray[np.float32]
+from voice_service.audio.raw_pcm import joined
+from voice_service.audio.vad import RATE, Floats
 
 
 class InputFormat(StrEnum):
@@ -96,10 +95,4 @@ class InputAudio:
         frame.pts = self._samples_in
         frame.time_base = Fraction(1, self.format.rate)
         self._samples_in += samples.size
-        return _joined(self._resampler.resample(frame))
-
-
-def _joined(frames: list[av.AudioFrame]) -> Floats:
-    if not frames:
-        return np.zeros(0, dtype=np.float32)
-    return np.concatenate([frame.to_ndarray().reshape(-1) for frame in frames]).astype(np.float32)
+        return joined(self._resampler.resample(frame))

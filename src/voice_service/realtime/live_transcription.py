@@ -11,13 +11,13 @@ import math
 import time
 from fractions import Fraction
 
+from voice_service.audio.vad import Floats
 from voice_service.books.ledger import Ledger
 from voice_service.books.unit_gate import UnitGate
 from voice_service.books.usage.charge import Charge
 from voice_service.core.errors import RateLimited
 from voice_service.core.vocabulary import UsageEndpoint
 from voice_service.engines.protocols import TranscribeOptions
-from voice_service.realtime.audio_in import Floats
 from voice_service.realtime.transcription import TranscriptionSession
 from voice_service.realtime.upgrade import (
     FINISH_SHARE,

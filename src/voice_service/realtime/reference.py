@@ -10,7 +10,7 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse
 
-from voice_service.realtime.audio_in import RATE
+from voice_service.audio.vad import RATE
 from voice_service.realtime.transcription import (
     MAX_BUFFER,
     MAX_TURN,

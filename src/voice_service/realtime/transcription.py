@@ -33,11 +33,11 @@ from typing import Any
 
 import numpy as np
 
-from voice_service.audio.vad import WINDOW, ServerVad, SpeechDetector
+from voice_service.audio.vad import RATE, WINDOW, Floats, ServerVad, SpeechDetector
 from voice_service.core.errors import ApiError, InternalError, session_message
 from voice_service.core.ids import new_id
 from voice_service.engines.protocols import TranscribeOptions
-from voice_service.realtime.audio_in import RATE, Floats, InputAudio, InputFormat
+from voice_service.realtime.audio_in import InputAudio, InputFormat
 
 logger = logging.getLogger(__name__)
 
