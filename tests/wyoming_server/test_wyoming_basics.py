@@ -23,9 +23,16 @@ from wyoming.tts import (
 
 from tests.helpers.api import clone, raised_voice_sample
 from tests.helpers.voices import JOE
-from tests.wyoming_server.client import audio_events, connected, pcm16, read_until, send
-from tests.wyoming_server.conftest import Node
-from tests.wyoming_server.rows import books_of, new_rows
+from tests.helpers.wyoming import (
+    Node,
+    audio_events,
+    books_of,
+    connected,
+    new_rows,
+    pcm16,
+    read_until,
+    send,
+)
 from voice_service.core.vocabulary import UsageEndpoint
 
 pytestmark = pytest.mark.anyio

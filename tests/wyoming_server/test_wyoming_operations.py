@@ -18,9 +18,17 @@ from wyoming.tts import Synthesize
 
 from tests.helpers.app import Tenants, make_settings
 from tests.helpers.waiting import eventually
-from tests.wyoming_server.client import audio_events, connected, pcm16, read_until, send
-from tests.wyoming_server.conftest import Node, wyoming_node
-from tests.wyoming_server.rows import books_of, new_rows
+from tests.helpers.wyoming import (
+    Node,
+    audio_events,
+    books_of,
+    connected,
+    new_rows,
+    pcm16,
+    read_until,
+    send,
+    wyoming_node,
+)
 from voice_service.inference.engines import Engines
 
 pytestmark = pytest.mark.anyio

@@ -17,9 +17,18 @@ from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, Synthesize
 
 from tests.helpers.app import Tenants, make_settings
 from tests.helpers.voices import JOE
-from tests.wyoming_server.client import audio_events, connected, read_until, send
-from tests.wyoming_server.conftest import IDLE_SECONDS, MAX_AUDIO_SECONDS, Node, wyoming_node
-from tests.wyoming_server.rows import books_of, new_rows
+from tests.helpers.wyoming import (
+    IDLE_SECONDS,
+    MAX_AUDIO_SECONDS,
+    Node,
+    audio_events,
+    books_of,
+    connected,
+    new_rows,
+    read_until,
+    send,
+    wyoming_node,
+)
 from voice_service.core.vocabulary import Scope
 from voice_service.inference.engines import Engines
 from voice_service.tenancy import service as tenancy

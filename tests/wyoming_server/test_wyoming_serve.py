@@ -16,7 +16,7 @@ from tests.helpers.cli import unconfigured_env, voice_service
 from tests.helpers.ports import free_port
 from tests.helpers.servers import running_server
 from tests.helpers.waiting import eventually
-from tests.wyoming_server.client import connected, read_until, send
+from tests.helpers.wyoming import connected, read_until, send
 
 
 def test_a_busy_wyoming_port_is_refused_at_once(tmp_path: Path) -> None:
