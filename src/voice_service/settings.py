@@ -313,7 +313,7 @@ class Settings(BaseSettings):
         "zeroconf (_wyoming._tcp), so Home Assistant finds it (`serve --wyoming-zeroconf`).",
     )
     wyoming_max_audio_seconds: float = Field(
-        300.0,
+        120.0,
         gt=0,
         description="Longest audio a Wyoming transcription takes: a stream that runs on "
         "past it is answered with an error event and not billed.",

@@ -121,6 +121,8 @@ async def test_a_clone_speaks_for_its_organization_only(node: Node, tmp_path: Pa
     voice_id = made.json()["voice"]["id"]
     mine, theirs = await _voices(node.ports[0]), await _voices(node.ports[1])
     assert mine[voice_id]["description"] == "Kitchen"
+    (language,) = mine[voice_id]["languages"]  # type: ignore[misc]
+    assert str(language).startswith("en")  # its base voice's: the bases speak English
     assert voice_id not in theirs
     async with connected(node.ports[0]) as client:
         await send(client, Synthesize(text="Dinner is ready.", voice=SynthesizeVoice(voice_id)))

@@ -181,6 +181,34 @@ async def test_a_client_that_leaves_mid_answer_is_not_billed(node: Node) -> None
     assert books.billed == []
 
 
+async def test_a_client_that_leaves_mid_request_is_not_billed(node: Node) -> None:
+    """Mid-way through its audio, or through its streamed text: the request is logged as
+    ended there (499) once the node sees the connection close."""
+    before = await books_of(node.tenants, node.tenant.key_id)
+    async with connected(node.ports[MAIN]) as client:
+        events = list(audio_events(bytes(2 * 16_000 * 2), 16_000))
+        await send(client, Transcribe(), *events[:-1])  # no audio-stop
+    async with connected(node.ports[MAIN]) as client:
+        await send(client, SynthesizeStart(), SynthesizeChunk("The first clause, "))
+        assert (await read_until(client, "audio-chunk")).error is None
+    books = await new_rows(node.tenants, node.tenant.key_id, before, count=2)
+    assert sorted((row.path, row.status) for row in books.logged) == [
+        ("/wyoming/synthesize-stream", 499),
+        ("/wyoming/transcribe", 499),
+    ]
+    assert books.billed == []
+
+
+async def test_text_past_the_longest_spoken(node: Node) -> None:
+    error = await _refusal(node.ports[MAIN], Synthesize("x " * 2501))
+    assert error["code"] == "INVALID_REQUEST" and "5000" in error["text"], error
+    async with connected(node.ports[MAIN]) as client:
+        await send(client, SynthesizeStart(voice=SynthesizeVoice(JOE)))
+        await send(client, *(SynthesizeChunk("Lights off. " * 100) for _ in range(5)))
+        answer = await read_until(client, "synthesize-stopped")
+    assert answer.error is not None and "5000" in answer.error["text"], answer.error
+
+
 async def test_audio_past_the_longest_taken(node: Node) -> None:
     before = await books_of(node.tenants, node.tenant.key_id)
     pcm = bytes(2 * 16_000 * (MAX_AUDIO_SECONDS + 1))

@@ -42,7 +42,13 @@ async def _speech_program(context: AppContext, principal: Principal) -> TtsProgr
     assert context.voice_listing is not None
     async with context.sessions() as session:
         clones = await list_clones(session, principal.org_id)
-    voices = [_voice(voice) for voice in (*context.voice_listing.catalogue, *clones)]
+    catalogue = context.voice_listing.catalogue
+    # A clone speaks its base voice's language (Home Assistant lists voices by language).
+    spoken = {voice.engine_voice: voice.language for voice in catalogue}
+    voices = [
+        _voice(voice, voice.language or spoken.get(voice.engine_voice))
+        for voice in (*catalogue, *clones)
+    ]
     return TtsProgram(
         name=PROGRAM,
         attribution=ATTRIBUTION,
@@ -54,14 +60,14 @@ async def _speech_program(context: AppContext, principal: Principal) -> TtsProgr
     )
 
 
-def _voice(voice: Voice) -> TtsVoice:
+def _voice(voice: Voice, language: str | None) -> TtsVoice:
     return TtsVoice(
         name=voice.id,
         attribution=ATTRIBUTION,
         installed=True,
         description=voice.name,
         version=None,
-        languages=[voice.language] if voice.language else [],
+        languages=[language] if language else [],
     )
 
 

@@ -16,6 +16,7 @@ import math
 from fractions import Fraction
 
 import numpy as np
+import numpy.typing as npt
 from wyoming.asr import Transcript, TranscriptChunk, TranscriptStart, TranscriptStop
 from wyoming.event import Event
 
@@ -39,6 +40,7 @@ from voice_service.wyoming.connection import Connection
 from voice_service.wyoming.requests import admitted
 
 TRANSCRIPTION = (Scope.SPEECH_TO_TEXT, Service.SPEECH_TO_TEXT)
+Pcm16 = npt.NDArray[np.int16]
 # Seconds of audio a capped key's transcription holds ahead of what it has sent.
 HOLD_AHEAD = 60
 MAX_PROMPT_CHARACTERS = 500  # names and terms past it are left out of Whisper's prompt
@@ -74,7 +76,7 @@ class Transcription:
         self._options = options
         self._gate = UnitGate(ledger, HOLD_AHEAD)
         self._audio: RawPcmIn | None = None
-        self._heard: list[Floats] = []
+        self._heard: list[Pcm16] = []  # held as 16-bit: half the memory of floats
         self._max_seconds = context.settings.wyoming_max_audio_seconds
 
     @staticmethod
@@ -115,14 +117,14 @@ class Transcription:
                 "transcription takes (VOICE_SERVICE_WYOMING_MAX_AUDIO_SECONDS)."
             )
         await self._gate(math.ceil(seconds))
-        self._heard.append(self._audio.add(data))
+        self._heard.append(_pcm16(self._audio.add(data)))
 
     async def finish(self) -> None:
         """`audio-stop`: the transcript, then the bill."""
         if self._audio is None:
             raise InvalidRequest("An audio-stop before audio-start.")
-        self._heard.append(self._audio.finish())
-        samples = np.concatenate(self._heard)
+        self._heard.append(_pcm16(self._audio.finish()))
+        samples = np.concatenate(self._heard).astype(np.float32) / 32768.0
         self._heard = []
         heard = await transcribe_samples(
             self._context, samples, self._options, self.ledger.request_id, live=True
@@ -146,6 +148,8 @@ def _options(context: AppContext, data: dict[str, object]) -> TranscribeOptions:
     language = data.get("language")
     if language is not None and not isinstance(language, str):
         raise InvalidRequest('"language" is a language code.')
+    if language == "auto":  # as wyoming-faster-whisper takes it: detect
+        language = None
     # Home Assistant names a language with its region ("en-US"); the model knows "en".
     code = parse_language(
         language.replace("_", "-").split("-")[0] if language else None, known_languages(context)
@@ -157,3 +161,7 @@ def _options(context: AppContext, data: dict[str, object]) -> TranscribeOptions:
             bias += [word.strip() for word in words if isinstance(word, str) and word.strip()]
     prompt = ", ".join(bias)[:MAX_PROMPT_CHARACTERS] or None
     return TranscribeOptions(language=code, prompt=prompt)
+
+
+def _pcm16(samples: Floats) -> Pcm16:
+    return np.round(np.clip(samples, -1.0, 32767 / 32768) * 32768.0).astype(np.int16)

@@ -207,7 +207,13 @@ class StreamedSynthesis:
         return self._speaker.done()
 
     async def add(self, text: str) -> None:
-        """More text; raises `RateLimited` when a monthly cap would be passed."""
+        """More text; raises `RateLimited` when a monthly cap would be passed, and
+        `InvalidRequest` past the longest text a request may speak."""
+        if self._received + len(text) > MAX_TEXT_LENGTH:
+            raise InvalidRequest(
+                f"The text streamed runs past {MAX_TEXT_LENGTH} characters, the most one "
+                "request speaks."
+            )
         await self._gate(self._received + len(text))
         self._received += len(text)
         self._pending += text
