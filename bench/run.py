@@ -491,7 +491,7 @@ def beside_wyoming_peers(
     heard: dict[str, list[wyoming_client.Heard]] = {"ours": [], "theirs": []}
     piper = wyoming_piper.start(work)
     whisper = wyoming_whisper.start(model, work)
-    theirs_tts, theirs_stt = wyoming_piper.port_of(piper), wyoming_piper.port_of(whisper)
+    theirs_tts, theirs_stt = wyoming_client.port_of(piper), wyoming_client.port_of(whisper)
 
     def transcribed(at: int) -> wyoming_client.Heard:
         return asyncio.run(wyoming_client.transcribe(at, pcm, SAMPLE_RATE, "en"))

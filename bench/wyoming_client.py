@@ -1,17 +1,24 @@
-"""One Wyoming request, timed from the client's side, the same way for our listener and
-for Home Assistant's own servers (wyoming-piper, wyoming-faster-whisper)."""
+"""Home Assistant's own Wyoming servers (wyoming-piper, wyoming-faster-whisper) started for
+the bench, and one Wyoming request timed from the client's side, the same way for them and
+for our listener."""
 
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import time
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from wyoming.asr import Transcribe, Transcript
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.client import AsyncTcpClient
 from wyoming.error import Error
 from wyoming.tts import Synthesize, SynthesizeVoice
+
+from bench.procs import START_TIMEOUT_S, Server, free_port
 
 PATIENCE = 300.0
 CHUNK_SECONDS = 0.02  # a microphone's 20 ms
@@ -74,3 +81,35 @@ async def transcribe(port: int, pcm: bytes, rate: int, language: str) -> Heard:
             if Error.is_type(event.type):
                 raise RuntimeError(f"the server refused: {event.data}")
     raise ConnectionError("the server closed the connection before the transcript")
+
+
+def start_peer(
+    name: str, command: list[str], work: Path, ready: Callable[[int], Coroutine[Any, Any, object]]
+) -> Server:
+    """`command --uri tcp://127.0.0.1:PORT` on a free port, once `ready(PORT)` succeeds
+    (these servers load their model before they listen)."""
+    port = free_port()
+    log = (work / f"{name}.log").open("wb")
+    process = subprocess.Popen(
+        [*command, "--uri", f"tcp://127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT
+    )
+    server = Server(process, f"tcp://127.0.0.1:{port}", [log])
+    deadline = time.monotonic() + START_TIMEOUT_S
+    try:
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"{name} exited with {process.returncode}")
+            try:
+                asyncio.run(ready(port))
+                return server
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+    except BaseException:
+        server.stop()
+        raise
+
+
+def port_of(server: Server) -> int:
+    return int(server.root.rsplit(":", 1)[1])

@@ -81,15 +81,14 @@ class RawPcmIn:
         frame.pts = self._frames_in
         frame.time_base = Fraction(1, self.format.rate)
         self._frames_in += usable // self.format.frame_bytes
-        return joined(self._resampler.resample(frame))
+        return _joined(self._resampler.resample(frame))
 
     def finish(self) -> Floats:
         """What the resampler still holds."""
-        return joined(self._resampler.resample(None))
+        return _joined(self._resampler.resample(None))
 
 
-def joined(frames: list[av.AudioFrame]) -> Floats:
-    """A resampler's mono float frames as one array."""
+def _joined(frames: list[av.AudioFrame]) -> Floats:
     if not frames:
         return np.zeros(0, dtype=np.float32)
     return np.concatenate([frame.to_ndarray().reshape(-1) for frame in frames]).astype(np.float32)

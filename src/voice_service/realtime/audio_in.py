@@ -11,12 +11,11 @@ from __future__ import annotations
 from enum import StrEnum
 from fractions import Fraction
 
-import av
 import numpy as np
 import numpy.typing as npt
 
-from voice_service.audio.raw_pcm import joined
-from voice_service.audio.vad import RATE, Floats
+from voice_service.audio.raw_pcm import PcmFormat, RawPcmIn
+from voice_service.audio.vad import Floats
 
 
 class InputFormat(StrEnum):
@@ -27,10 +26,6 @@ class InputFormat(StrEnum):
     @property
     def rate(self) -> int:
         return 24_000 if self is InputFormat.PCM else 8_000
-
-    @property
-    def bytes_per_sample(self) -> int:
-        return 2 if self is InputFormat.PCM else 1
 
 
 def _ulaw_table() -> npt.NDArray[np.int16]:
@@ -57,42 +52,26 @@ _G711 = {InputFormat.PCMU: _ulaw_table(), InputFormat.PCMA: _alaw_table()}
 
 
 class InputAudio:
-    """A session's incoming audio, piece by piece, as 16 kHz float32."""
+    """A session's incoming audio, piece by piece, as 16 kHz float32: PCM as it comes,
+    G.711 turned into 16-bit samples first."""
 
     def __init__(self, fmt: InputFormat) -> None:
         self.format = fmt
-        self._pending = b""  # an odd byte of 16-bit PCM, until its pair arrives
-        self._resampler = av.AudioResampler(format="flt", layout="mono", rate=RATE)
-        self._samples_in = 0
+        self._pcm = RawPcmIn(PcmFormat(fmt.rate, 2, 1))
 
     @property
     def seconds_received(self) -> Fraction:
         """Exactly how much audio arrived, at the client's own rate."""
-        return Fraction(self._samples_in, self.format.rate)
+        return self._pcm.seconds_received
 
     def seconds_with(self, data: bytes) -> Fraction:
         """`seconds_received` once `data` is added."""
-        samples = (len(self._pending) + len(data)) // self.format.bytes_per_sample
-        return Fraction(self._samples_in + samples, self.format.rate)
+        if self.format is InputFormat.PCM:
+            return self._pcm.seconds_with(data)
+        return self._pcm.seconds_received + Fraction(len(data), self.format.rate)
 
     def add(self, data: bytes) -> Floats:
         """The 16 kHz audio `data` completes (a resampler holds back a few samples)."""
-        data = self._pending + data
-        usable = len(data) - len(data) % self.format.bytes_per_sample
-        self._pending = data[usable:]
-        if usable == 0:
-            return np.zeros(0, dtype=np.float32)
-        if self.format is InputFormat.PCM:
-            samples = np.frombuffer(data[:usable], dtype="<i2")
-        else:
-            samples = _G711[self.format][np.frombuffer(data[:usable], dtype=np.uint8)]
-        frame = av.AudioFrame.from_ndarray(
-            np.ascontiguousarray(samples, dtype=np.int16).reshape(1, -1),
-            format="s16",
-            layout="mono",
-        )
-        frame.sample_rate = self.format.rate
-        frame.pts = self._samples_in
-        frame.time_base = Fraction(1, self.format.rate)
-        self._samples_in += samples.size
-        return joined(self._resampler.resample(frame))
+        if self.format is not InputFormat.PCM:
+            data = _G711[self.format][np.frombuffer(data, dtype=np.uint8)].astype("<i2").tobytes()
+        return self._pcm.add(data)
