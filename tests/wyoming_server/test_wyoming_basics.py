@@ -190,3 +190,24 @@ async def test_transcribe_a_real_recording(node: Node, rate: int, channels: int)
     (usage,) = books.billed
     seconds = len(pcm) / (2 * channels * rate)
     assert (usage.endpoint, usage.units) == (UsageEndpoint.SPEECH_TO_TEXT, math.ceil(seconds))
+
+
+async def test_nothing_said_is_answered_and_billed_nothing(node: Node) -> None:
+    """A streamed synthesis with no text, a transcription with no audio (Home Assistant's
+    VAD heard no speech): whole answers, logged, no usage."""
+    before = await books_of(node.tenants, node.tenant.key_id)
+    async with connected(node.ports[0]) as client:
+        await send(client, SynthesizeStart(), SynthesizeStop())
+        spoken = await read_until(client, "synthesize-stopped")
+        await send(client, Transcribe(language="en"), *audio_events(b"", 16_000))
+        heard = await read_until(client, "transcript-stop")
+    assert spoken.error is None and not spoken.audio
+    assert [event.type for event in spoken.events] == [
+        "audio-start",
+        "audio-stop",
+        "synthesize-stopped",
+    ]
+    assert heard.error is None and heard.of("transcript")[0].data["text"] == ""
+    books = await new_rows(node.tenants, node.tenant.key_id, before, count=2)
+    assert [row.status for row in books.logged] == [200, 200]
+    assert books.billed == []

@@ -281,7 +281,11 @@ class Ledger:
 
     async def stream_ended(self, charge: Charge, outcome: ApiError | None, bytes_sent: int) -> None:
         """A stream handed `bytes_sent` to the server, all of its body if `outcome` is None
-        (billed; the client may have left after that), else why it stopped (not billed)."""
+        (billed, unless it used nothing; the client may have left after that), else why it
+        stopped (not billed)."""
+        if outcome is None and charge.units == 0:
+            await self._log(200, None, bytes_sent)
+            return
         if outcome is None:
             try:
                 async with self._billing(charge, 200, bytes_sent=bytes_sent):

@@ -29,6 +29,7 @@ from voice_service.core.errors import InvalidRequest, PayloadTooLarge
 from voice_service.core.vocabulary import Scope, Service, UsageEndpoint
 from voice_service.engines.protocols import TranscribeOptions
 from voice_service.transcription.service import (
+    HeardText,
     billed_seconds,
     known_languages,
     parse_language,
@@ -126,9 +127,12 @@ class Transcription:
         self._heard.append(_pcm16(self._audio.finish()))
         samples = np.concatenate(self._heard).astype(np.float32) / 32768.0
         self._heard = []
-        heard = await transcribe_samples(
-            self._context, samples, self._options, self.ledger.request_id, live=True
-        )
+        if samples.size == 0:  # nothing was said (a client's VAD heard no speech)
+            heard = HeardText("", self._options.language, ())
+        else:
+            heard = await transcribe_samples(
+                self._context, samples, self._options, self.ledger.request_id, live=True
+            )
         language = heard.language or self._options.language
         await self._connection.send(TranscriptStart(language=language))
         for text in heard.segments:
@@ -141,7 +145,8 @@ class Transcription:
     def charge(self) -> Charge:
         """The seconds of audio received, rounded up, as the HTTP API bills them."""
         seconds = self._audio.seconds_received if self._audio is not None else Fraction(0)
-        return Charge(UsageEndpoint.SPEECH_TO_TEXT, billed_seconds(seconds))
+        units = billed_seconds(seconds) if seconds else 0  # no audio, no bill
+        return Charge(UsageEndpoint.SPEECH_TO_TEXT, units)
 
 
 def _options(context: AppContext, data: dict[str, object]) -> TranscribeOptions:

@@ -201,11 +201,6 @@ class StreamedSynthesis:
         ledger.stream_starting()
         return StreamedSynthesis(context, connection, ledger, voice)
 
-    @property
-    def done(self) -> bool:
-        """The answer is out, or failed."""
-        return self._speaker.done()
-
     async def add(self, text: str) -> None:
         """More text; raises `RateLimited` when a monthly cap would be passed, and
         `InvalidRequest` past the longest text a request may speak."""
