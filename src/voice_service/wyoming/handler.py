@@ -77,9 +77,11 @@ class WyomingHandler(AsyncEventHandler):
                 if event is None or isinstance(event, Left):
                     break
                 if isinstance(event, Unreadable):
-                    await self._connection.refuse(
-                        InvalidRequest(f"Not a Wyoming event: {event.reason}.")
-                    )
+                    error = InvalidRequest(f"Not a Wyoming event: {event.reason}.")
+                    if self.busy:  # the request under way ends with it
+                        await self._abandon(error)
+                    else:
+                        await self._connection.refuse(error)
                     break
                 await self.handle_event(event)
         finally:
@@ -112,7 +114,8 @@ class WyomingHandler(AsyncEventHandler):
     async def _handle(self, event: Event) -> None:
         kind = event.type
         if kind == "ping":
-            await self._connection.send(Pong(text=event.data.get("text")))
+            text = event.data.get("text")
+            await self._connection.send(Pong(text=text if isinstance(text, str) else None))
         elif kind == "describe":
             await self._describe()
         elif kind == "synthesize":
@@ -133,7 +136,11 @@ class WyomingHandler(AsyncEventHandler):
         except Exception as exc:
             await self._refused(ledger, exc)
             return
-        await self._connection.send(info)
+        try:
+            await self._connection.send(info)
+        except ClientClosedRequest as gone:
+            await ledger.refused(gone)
+            raise
         await ledger.answered(200)
 
     async def _request(self, path: WyomingPath, event: Event) -> None:
