@@ -78,6 +78,21 @@ async def test_someone_who_does_not_speak_names_no_one(
     assert who_said(response.json()["segments"], truth) == {"Ann": READER, "speaker_1": CALLER}
 
 
+async def test_an_absent_person_with_a_near_voice_names_no_one(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    """The card caller's reference is the nearest of these voices to the reader's speech,
+    above the clustering's own threshold: named alone, with the reader speaking and the
+    caller not, he is no one's name (diarization.KNOWN_SIMILARITY)."""
+    audio, truth = conversation([(READER, 0), (COMMANDS, 1), (READER, 2), (COMMANDS, 2)])
+    response = await named(client, tenant, audio, [("Bob", BOB)])
+    assert response.status_code == 200, response.text
+    assert who_said(response.json()["segments"], truth) == {
+        "speaker_0": READER,
+        "speaker_1": COMMANDS,
+    }
+
+
 async def test_a_clone_of_the_organization_names_its_speaker(
     client: httpx.AsyncClient, tenant: Tenant, tenants: Tenants
 ) -> None:
