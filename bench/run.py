@@ -20,7 +20,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -36,10 +36,12 @@ from bench import (
     diarization_set,
     jobs,
     ledger_overhead,
+    live_conversation,
     provider_overhead,
     realtime,
     stt_quality,
     tts_quality,
+    whisper_live,
     wyoming_client,
     wyoming_piper,
     wyoming_whisper,
@@ -582,6 +584,77 @@ def realtime_sessions(svc: Service, plan: Plan, key: str) -> tuple[list[Figure],
     return figures, results
 
 
+# The real recordings both live servers hear (bench.realtime's, and one more).
+LIVE_RECORDINGS = tuple(
+    f"librivox/sense_and_sensibility_01_austen_64kb-{n}.wav" for n in ("0870", "0880", "0890")
+)
+
+
+def beside_whisper_live(
+    svc: Service, plan: Plan, key: str, work: Path, model: Path
+) -> tuple[list[Figure], dict[str, Any]]:
+    """The same real recordings, one after another in one live session, to ours and to
+    WhisperLive, sessions alternated (bench/live_conversation.py, bench/whisper_live.py): when
+    each says its first words about an utterance and its final text, and how many words that
+    text gets wrong."""
+    live = svc.base.removesuffix("/api/v1").replace("http://", "ws://")
+    live += "/v1/realtime?intent=transcription"
+    truth = [
+        clip.text
+        for recording in LIVE_RECORDINGS
+        for clip in real_clips()
+        if clip.name == recording.removesuffix(".wav")
+    ]
+    server = whisper_live.start(model, work)
+    sessions: dict[str, list[dict[str, Any]]] = {"ours": [], "theirs": []}
+    try:
+        talk: dict[str, Callable[[], Coroutine[Any, Any, list[dict[str, Any]]]]] = {
+            "ours": lambda: live_conversation.ours(live, key, LIVE_RECORDINGS),
+            "theirs": lambda: live_conversation.whisper_live(
+                server.root, whisper_live.options(), LIVE_RECORDINGS
+            ),
+        }
+        for side in talk:  # warm both
+            asyncio.run(talk[side]())
+        for _ in range(max(plan.rounds, 2)):
+            for side, session in talk.items():
+                for result, text in zip(asyncio.run(session()), truth, strict=True):
+                    result["wer"] = word_error_rate(text, result["text"])
+                    sessions[side].append(result)
+    finally:
+        server.stop()
+
+    def median(side: str, key: str) -> float:
+        finite = [s[key] for s in sessions[side] if math.isfinite(s[key])]
+        return statistics.median(finite) if finite else math.nan
+
+    ours_final = median("ours", "final_after_speech_s")
+    theirs_final = median("theirs", "final_after_speech_s")
+    finalized = [math.isfinite(s["final_after_speech_s"]) for s in sessions["theirs"]]
+    wer = {side: statistics.mean(s["wer"] for s in runs) for side, runs in sessions.items()}
+    first = {side: median(side, "first_words_after_start_s") for side in ("ours", "theirs")}
+    figures = [
+        Figure("live_beside_final_ratio",
+               "16. beside WhisperLive: final text after speech, p50, ours / theirs (its finals)",
+               ours_final / theirs_final, "x", "<=", 0.5),
+        Figure("live_beside_ours_final_s", "16. ours: final text after speech, p50",
+               ours_final, "s"),
+        Figure("live_beside_theirs_final_s", "16. WhisperLive: final text after speech, p50",
+               theirs_final, "s"),
+        Figure("live_beside_theirs_finalized", "16. WhisperLive: utterances it made final",
+               sum(finalized) / len(finalized), "share"),
+        Figure("live_beside_first_ratio",
+               "16. beside WhisperLive: first words after speech starts, p50, ours / theirs",
+               first["ours"] / first["theirs"], "x", "<=", 1.0),
+        Figure("live_beside_wer_delta", "16. beside WhisperLive: WER ours - theirs",
+               wer["ours"] - wer["theirs"], "", "<=", 0.0),
+        Figure("live_beside_ours_wer", "16. ours: WER of the final text", wer["ours"], ""),
+        Figure("live_beside_theirs_wer", "16. WhisperLive: WER of its last text",
+               wer["theirs"], ""),
+    ]  # fmt: skip
+    return figures, sessions
+
+
 def transcription_jobs(svc: Service, plan: Plan, key: str) -> tuple[list[Figure], dict[str, Any]]:
     """A long recording as a job, beside the sync endpoint and a live session (bench/jobs.py)."""
     results = jobs.measure(
@@ -944,6 +1017,12 @@ def run(plan: Plan, work: Path, only: frozenset[str] = frozenset()) -> dict[str,
             ("concurrency", lambda: concurrency(svc, plan)),
             ("streaming", lambda: streaming(svc, plan)),
             ("realtime", lambda: realtime_sessions(svc, plan, key)),
+            # A peer from PyPI, installed at run time: the full run only.
+            *(
+                [("whisper_live", lambda: beside_whisper_live(svc, plan, key, work, whisper_dir))]
+                if not plan.quick
+                else []
+            ),
             ("wyoming", lambda: beside_wyoming_peers(plan, work, wyoming_port, whisper_dir)),
             ("upload_memory", lambda: upload_memory(svc)),
             ("provider_path", lambda: provider_path(svc, plan, piper, data_dir, work)),
