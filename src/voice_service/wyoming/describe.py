@@ -3,7 +3,8 @@
 Text to speech lists the shared catalogue and the organization's clones, each named by its
 voice id (stable across restarts and nodes), described by its name, with its language.
 Speech to text lists the transcription model and the languages it takes. A program the key
-may not use (a scope it lacks, a service disabled for it) is left out.
+may not use (a scope it lacks, a service disabled for it), or that this node cannot serve
+(no transcription engine or provider), is left out.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from wyoming.info import AsrModel, AsrProgram, Attribution, Info, TtsProgram, Tt
 from voice_service import __version__
 from voice_service.core.models import Voice
 from voice_service.core.vocabulary import Scope, Service
+from voice_service.inference.resolver import can_transcribe
 from voice_service.tenancy.principal import Principal
 from voice_service.transcription.service import known_languages
 from voice_service.voices.repository import list_clones
@@ -32,8 +34,12 @@ def allows(principal: Principal, scope: Scope, service: Service) -> bool:
 async def service_info(context: AppContext, principal: Principal) -> Info:
     info = Info()
     if allows(principal, Scope.TEXT_TO_SPEECH, Service.TEXT_TO_SPEECH):
-        info.tts.append(await _speech_program(context, principal))
-    if allows(principal, Scope.SPEECH_TO_TEXT, Service.SPEECH_TO_TEXT):
+        speech = await _speech_program(context, principal)
+        if speech.voices:  # a node with no engine or provider of speech has none
+            info.tts.append(speech)
+    assert context.engines is not None
+    transcribes = can_transcribe(context.engines, context.providers)
+    if transcribes and allows(principal, Scope.SPEECH_TO_TEXT, Service.SPEECH_TO_TEXT):
         info.asr.append(_transcription_program(context))
     return info
 
