@@ -113,6 +113,37 @@ def start_service(
     return server, first
 
 
+def start_peer(
+    name: str,
+    command: list[str],
+    url: str,
+    work: Path,
+    ready: Callable[[], object],
+    env: dict[str, str] | None = None,
+) -> Server:
+    """A peer server the bench compares with, `command` serving at `url` (its log in
+    `work/NAME.log`), once `ready()` returns: it raises OSError until the peer listens (these
+    servers load their model first)."""
+    log = (work / f"{name}.log").open("wb")
+    process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+    server = Server(process, url, [log])
+    deadline = time.monotonic() + START_TIMEOUT_S
+    try:
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"{name} exited with {process.returncode}")
+            try:
+                ready()
+                return server
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+    except BaseException:
+        server.stop()
+        raise
+
+
 def start_bare(body_file: Path, log_dir: Path) -> Server:
     """The bare Starlette app under uvicorn with `serve`'s settings: 1 worker, auto loop and
     HTTP implementation (uvloop, httptools), access log off, log level info."""

@@ -19,7 +19,6 @@ import json
 import os
 import shutil
 import subprocess
-import time
 import uuid
 from importlib.resources import files
 from pathlib import Path
@@ -27,7 +26,7 @@ from typing import Any
 
 import websockets
 
-from bench.procs import PYTHON, START_TIMEOUT_S, Server, free_port
+from bench.procs import PYTHON, Server, free_port, start_peer
 
 VERSION = "0.10.0"
 _SERVE = """
@@ -57,29 +56,9 @@ def start(model: Path, work: Path) -> Server:
     )
     port = free_port()
     env = {**os.environ, "HOME": str(home), "PYTHONPATH": str(target)}
-    log = (work / "whisper-live.log").open("wb")
-    process = subprocess.Popen(
-        [PYTHON, "-c", _SERVE, str(port), str(model)],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    server = Server(process, f"ws://127.0.0.1:{port}", [log])
-    deadline = time.monotonic() + START_TIMEOUT_S
-    try:
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"WhisperLive exited with {process.returncode}")
-            try:
-                asyncio.run(_ready(server.root))
-                return server
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.3)
-    except BaseException:
-        server.stop()
-        raise
+    url = f"ws://127.0.0.1:{port}"
+    command = [PYTHON, "-c", _SERVE, str(port), str(model)]
+    return start_peer("whisper-live", command, url, work, lambda: asyncio.run(_ready(url)), env)
 
 
 async def _ready(url: str) -> None:

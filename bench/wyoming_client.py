@@ -5,7 +5,6 @@ for our listener."""
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
@@ -18,7 +17,8 @@ from wyoming.client import AsyncTcpClient
 from wyoming.error import Error
 from wyoming.tts import Synthesize, SynthesizeVoice
 
-from bench.procs import START_TIMEOUT_S, Server, free_port
+from bench import procs
+from bench.procs import Server, free_port
 
 PATIENCE = 300.0
 CHUNK_SECONDS = 0.02  # a microphone's 20 ms
@@ -86,29 +86,12 @@ async def transcribe(port: int, pcm: bytes, rate: int, language: str) -> Heard:
 def start_peer(
     name: str, command: list[str], work: Path, ready: Callable[[int], Coroutine[Any, Any, object]]
 ) -> Server:
-    """`command --uri tcp://127.0.0.1:PORT` on a free port, once `ready(PORT)` succeeds
-    (these servers load their model before they listen)."""
+    """`command --uri tcp://127.0.0.1:PORT` on a free port, once `ready(PORT)` succeeds."""
     port = free_port()
-    log = (work / f"{name}.log").open("wb")
-    process = subprocess.Popen(
-        [*command, "--uri", f"tcp://127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT
+    uri = f"tcp://127.0.0.1:{port}"
+    return procs.start_peer(
+        name, [*command, "--uri", uri], uri, work, lambda: asyncio.run(ready(port))
     )
-    server = Server(process, f"tcp://127.0.0.1:{port}", [log])
-    deadline = time.monotonic() + START_TIMEOUT_S
-    try:
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"{name} exited with {process.returncode}")
-            try:
-                asyncio.run(ready(port))
-                return server
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
-    except BaseException:
-        server.stop()
-        raise
 
 
 def port_of(server: Server) -> int:
