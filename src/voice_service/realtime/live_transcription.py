@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import math
 import time
 from fractions import Fraction
@@ -33,8 +32,6 @@ from voice_service.transcription.service import (
     transcribe_samples,
 )
 from voice_service.web.context import AppContext
-
-logger = logging.getLogger(__name__)
 
 # Seconds of audio a capped key's session holds ahead of what it has sent.
 HOLD_AHEAD = 60
