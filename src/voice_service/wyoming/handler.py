@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from typing import TYPE_CHECKING
 
 from wyoming.event import Event
@@ -39,8 +38,6 @@ from voice_service.wyoming.speaking import StreamedSynthesis, parsed_text, synth
 
 if TYPE_CHECKING:
     from asyncio import StreamReader, StreamWriter
-
-logger = logging.getLogger(__name__)
 
 STOPPING = "This node is stopping: connect again (to it once restarted, or to another node)."
 
