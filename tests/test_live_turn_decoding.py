@@ -16,7 +16,7 @@ from bench.speech_set import read_recording
 from voice_service.audio.encode import FORMATS, OutputFormat, encode
 from voice_service.engines.protocols import Pcm, TranscribeOptions
 from voice_service.inference.engines import Engines
-from voice_service.realtime.transcription import TranscriptionSession
+from voice_service.realtime.transcription import FIRST_PARTIAL, TranscriptionSession
 
 CLIP = "librivox/sense_and_sensibility_01_austen_64kb-0870.wav"  # 7.1 s, one sentence
 PIECE = 960 * 2  # 40 ms of 24 kHz 16-bit PCM, the session's default input
@@ -37,10 +37,12 @@ async def test_partials_decode_on_from_the_deltas_and_the_final_afresh(engines: 
     whisper = engines.transcriber
     assert whisper is not None
     asked: list[TranscribeOptions] = []
+    heard: list[int] = []  # samples each decode was given
     events: list[dict[str, Any]] = []
 
     async def transcribe(audio: npt.NDArray[np.float32], options: TranscribeOptions) -> str:
         asked.append(options)
+        heard.append(audio.size)
         stream = await asyncio.to_thread(whisper.stream, audio, options)
         return await asyncio.to_thread(lambda: " ".join(s.text for s in stream.segments))
 
@@ -76,6 +78,9 @@ async def test_partials_decode_on_from_the_deltas_and_the_final_afresh(engines: 
         await session.close()
 
     *partials, final = asked
+    # The first partial as soon as half a second of the turn is spoken (a piece more at
+    # most): the first words come sooner than after a second of it.
+    assert FIRST_PARTIAL <= heard[0] <= FIRST_PARTIAL + PIECE // 3, heard[:3]
     said = [event["delta"] for event in events if event["type"] == DELTA]
     assert len(said) >= 2, said  # sent while the turn was spoken, and after
     assert all(not p.timestamp_tokens and p.window_seconds is not None for p in partials)

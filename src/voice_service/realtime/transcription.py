@@ -41,8 +41,9 @@ from voice_service.realtime.audio_in import InputAudio, InputFormat
 
 logger = logging.getLogger(__name__)
 
-# A partial transcript once this much more of a turn has been spoken.
+# A partial transcript once this much more of a turn has been spoken; the first sooner.
 PARTIAL_EVERY = RATE
+FIRST_PARTIAL = RATE // 2
 # Seconds of audio Whisper encodes at once.
 WHISPER_WINDOW = 30
 # A turn this long is committed as if its speaker had paused (memory and latency bound).
@@ -315,7 +316,7 @@ class TranscriptionSession:
                 item_id=self._turn.item_id,
             )
         else:
-            self._start_partial(current, PARTIAL_EVERY)
+            self._start_partial(current, PARTIAL_EVERY if current.partial_at else FIRST_PARTIAL)
 
     def _start_partial(self, turn: _Turn, after: int) -> None:
         """Transcribe `turn` so far if `after` more samples of it were spoken since its last
