@@ -388,6 +388,15 @@ class Ledger:
         )
 
 
+def failure_answer(request_id: str, exc: Exception) -> ApiError:
+    """What a request that raised `exc` answers, from within an `except` block: `exc` if it
+    is an API error, else an internal error, the failure logged (`log_failure`)."""
+    if isinstance(exc, ApiError):
+        return exc
+    log_failure(request_id, exc)
+    return InternalError()
+
+
 def log_failure(request_id: str, exc: Exception) -> None:
     """A request's unexpected failure, from within an `except` block: one line for an
     outage (not a traceback per request), the traceback for anything else."""

@@ -44,17 +44,19 @@ async def service_info(context: AppContext, principal: Principal) -> Info:
     return info
 
 
-async def _speech_program(context: AppContext, principal: Principal) -> TtsProgram:
+async def usable_voices(context: AppContext, principal: Principal) -> list[Voice]:
+    """The catalogue, in its order, then the organization's clones."""
     assert context.voice_listing is not None
     async with context.sessions() as session:
         clones = await list_clones(session, principal.org_id)
-    catalogue = context.voice_listing.catalogue
+    return [*context.voice_listing.catalogue, *clones]
+
+
+async def _speech_program(context: AppContext, principal: Principal) -> TtsProgram:
+    usable = await usable_voices(context, principal)
     # A clone speaks its base voice's language (Home Assistant lists voices by language).
-    spoken = {voice.engine_voice: voice.language for voice in catalogue}
-    voices = [
-        _voice(voice, voice.language or spoken.get(voice.engine_voice))
-        for voice in (*catalogue, *clones)
-    ]
+    spoken = {voice.engine_voice: voice.language for voice in usable if voice.org_id is None}
+    voices = [_voice(voice, voice.language or spoken.get(voice.engine_voice)) for voice in usable]
     return TtsProgram(
         name=PROGRAM,
         attribution=ATTRIBUTION,

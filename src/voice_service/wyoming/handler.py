@@ -20,11 +20,10 @@ from wyoming.event import Event
 from wyoming.ping import Pong
 from wyoming.server import AsyncEventHandler
 
-from voice_service.books.ledger import Ledger, log_failure
+from voice_service.books.ledger import Ledger, failure_answer
 from voice_service.core.errors import (
     ApiError,
     ClientClosedRequest,
-    InternalError,
     InvalidRequest,
     ProviderError,
 )
@@ -208,18 +207,13 @@ class WyomingHandler(AsyncEventHandler):
 
     async def _refused(self, ledger: Ledger, exc: Exception) -> None:
         """A request refused before it began: its error event and its row."""
-        if not isinstance(exc, ApiError):
-            log_failure(ledger.request_id, exc)
-        error = exc if isinstance(exc, ApiError) else InternalError()
+        error = failure_answer(ledger.request_id, exc)
         await self._connection.refuse(error)
         await ledger.refused(error)
 
     async def _failed(self, ledger: Ledger, exc: Exception) -> None:
         """A streamed request failed part-way: its error event, its row, nothing billed."""
-        if not isinstance(exc, ApiError):
-            log_failure(ledger.request_id, exc)
-        error = exc if isinstance(exc, ApiError) else InternalError()
-        await self._abandon(error)
+        await self._abandon(failure_answer(ledger.request_id, exc))
 
     async def _abandon(self, error: ApiError) -> None:
         """End the request under way, unfinished, with `error` (its event sent, unless the

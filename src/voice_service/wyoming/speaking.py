@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 
@@ -23,10 +22,10 @@ from wyoming.tts import Synthesize, SynthesizeStart, SynthesizeStopped, Synthesi
 
 from voice_service.audio.encode import AudioEncoder, AudioFormat
 from voice_service.audio.output_formats import NAMED_FORMATS
-from voice_service.books.ledger import Ledger
+from voice_service.books.ledger import Ledger, failure_answer
 from voice_service.books.unit_gate import UnitGate
 from voice_service.books.usage.charge import Charge
-from voice_service.core.errors import ApiError, InternalError, InvalidRequest
+from voice_service.core.errors import ApiError, InvalidRequest
 from voice_service.core.ids import catalogue_voice_id
 from voice_service.core.models import Voice
 from voice_service.core.vocabulary import Scope, Service, UsageEndpoint
@@ -35,13 +34,11 @@ from voice_service.speech.clauses import next_clause
 from voice_service.speech.schemas import MAX_TEXT_LENGTH
 from voice_service.speech.service import is_remote, speech_charge, speech_chunks, timed_speech
 from voice_service.tenancy.principal import Principal
-from voice_service.voices.repository import list_clones
 from voice_service.voices.service import find_voice
 from voice_service.web.context import AppContext
 from voice_service.wyoming.connection import Connection
+from voice_service.wyoming.describe import usable_voices
 from voice_service.wyoming.requests import admitted
-
-logger = logging.getLogger(__name__)
 
 SPEECH = (Scope.TEXT_TO_SPEECH, Service.TEXT_TO_SPEECH)
 # Raw 16-bit mono at the voice's own rate; a provider's voice at the rate providers send.
@@ -84,10 +81,7 @@ async def chosen_voice(
         return await find_voice(context, principal, wanted.name)
     if wanted is None or not wanted.language:
         return await find_voice(context, principal, catalogue_voice_id(CLONE_BASE_VOICE))
-    assert context.voice_listing is not None
-    async with context.sessions() as session:
-        clones = await list_clones(session, principal.org_id)
-    voices = [*context.voice_listing.catalogue, *clones]
+    voices = await usable_voices(context, principal)
     asked = _tag(wanted.language)
     for exactly in (True, False):  # "en-GB" takes an English voice when none is British
         for voice in voices:
@@ -255,9 +249,7 @@ async def _failed(
     connection: Connection, ledger: Ledger, charge: Charge, exc: Exception
 ) -> ApiError:
     """Speaking failed part-way: the error event, a row saying why, nothing billed."""
-    if not isinstance(exc, ApiError):
-        logger.exception("Wyoming synthesis %s failed", ledger.request_id)
-    error = exc if isinstance(exc, ApiError) else InternalError()
+    error = failure_answer(ledger.request_id, exc)
     await connection.refuse(error)
     await ledger.stream_ended(charge, error, connection.bytes_sent)
     return error
