@@ -40,6 +40,7 @@ class ServerVad:
 class VadEvent:
     kind: Literal["started", "stopped"]
     sample: int  # from the start of the session's audio: where speech began, or stopped
+    silent_from: int | None = None  # where the silence that stopped it began ("stopped")
 
 
 @functools.cache
@@ -80,6 +81,12 @@ class SpeechDetector:
         """Samples judged so far (those of whole windows)."""
         return self._judged
 
+    @property
+    def silent_from(self) -> int | None:
+        """Where the silence that may stop the current speech began: None while not
+        speaking, or when the last window judged was not silence."""
+        return self._judged - self._silence if self.speaking and self._silence else None
+
     def add(self, audio: Floats) -> list[VadEvent]:
         """Judge every whole window `audio` completes."""
         pending = np.concatenate([self._pending, audio])
@@ -105,8 +112,8 @@ class SpeechDetector:
                 self._silence += WINDOW
                 if self._silence >= silence_needed:
                     self.speaking = False
+                    events.append(VadEvent("stopped", self._judged, self._judged - self._silence))
                     self._silence = 0
-                    events.append(VadEvent("stopped", self._judged))
             elif self.speaking:
                 self._silence = 0
         return events

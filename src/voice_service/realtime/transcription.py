@@ -14,6 +14,9 @@ row agree on them, and every later partial of the turn is decoded on from what w
 (Whisper's prefix). The final transcript, in `completed`, is decoded afresh, as a batch
 transcription of the turn's audio would be: where it hears better than the partials did
 (it sees the whole turn, in Whisper's own 30 s window), it corrects what the deltas said.
+It hears the turn up to `FINAL_TAIL` into the silence that ended it, so it is decoded ahead,
+once that much silence has passed, on a worker nothing else needs: kept when the silence
+lasts until the commit, dropped when the speaker goes on.
 """
 
 from __future__ import annotations
@@ -44,6 +47,9 @@ logger = logging.getLogger(__name__)
 # A partial transcript once this much more of a turn has been spoken; the first sooner.
 PARTIAL_EVERY = RATE
 FIRST_PARTIAL = RATE // 2
+# A turn's final hears this much of the silence that ended it: it can be decoded this long
+# after the speaker stops, before the commit, which waits for `silence_duration_ms` of it.
+FINAL_TAIL = 3 * RATE // 10
 # Seconds of audio Whisper encodes at once.
 WHISPER_WINDOW = 30
 # A turn this long is committed as if its speaker had paused (memory and latency bound).
@@ -110,6 +116,15 @@ class SessionConfig:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class _Ahead:
+    """A turn's final, decoded before its commit from its audio up to `end`; None when the
+    decode failed (the final is then decoded afresh)."""
+
+    end: int  # session sample
+    text: asyncio.Task[str | None]
+
+
 @dataclass(slots=True)
 class _Turn:
     item_id: str
@@ -119,6 +134,7 @@ class _Turn:
     heard: list[str] = field(default_factory=list)  # the words of its last partial
     settled: bool = False  # its last partial agreed with the one before on the same audio
     committed: bool = False
+    ahead: _Ahead | None = None  # its final, decoded ahead of the commit
 
 
 class TranscriptionSession:
@@ -146,9 +162,11 @@ class TranscriptionSession:
         self._buffer_start = 0  # session sample of the buffer's first sample
         self._turn: _Turn | None = None  # the turn being spoken (server VAD)
         self._previous_item: str | None = None
-        self._committed: asyncio.Queue[tuple[_Turn, Floats]] = asyncio.Queue()
+        # Each turn committed, its audio, and the part of it the final hears.
+        self._committed: asyncio.Queue[tuple[_Turn, Floats, Floats]] = asyncio.Queue()
         self._finals = asyncio.create_task(self._transcribe_committed())
         self._partial: asyncio.Task[None] | None = None
+        self._ahead: set[asyncio.Task[str | None]] = set()  # finals decoded ahead, running
         self._transcribing = False  # a committed turn is being transcribed
         self._earlier_seconds = Fraction(0)  # audio received before the format last changed
         self._failed_seconds = Fraction(0)  # audio of turns that were not transcribed
@@ -168,7 +186,7 @@ class TranscriptionSession:
     def busy(self) -> bool:
         """A turn is being transcribed (in whole or in part), or waits to be."""
         partial = self._partial is not None and not self._partial.done()
-        return partial or self._transcribing or not self._committed.empty()
+        return partial or bool(self._ahead) or self._transcribing or not self._committed.empty()
 
     # --- client events --------------------------------------------------------------------
 
@@ -217,7 +235,7 @@ class TranscriptionSession:
 
     async def close(self) -> None:
         """Stop the session's own work (whatever is still transcribing is dropped)."""
-        for task in (self._finals, self._partial):
+        for task in (self._finals, self._partial, *self._ahead):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -238,6 +256,7 @@ class TranscriptionSession:
             self._detector = (
                 None if config.turn_detection is None else SpeechDetector(config.turn_detection)
             )
+            self._drop_ahead(self._turn)
             self._turn = None
         self.config = config
         await self._event("session.updated", session=config.as_json(self.id))
@@ -274,6 +293,7 @@ class TranscriptionSession:
     async def _clear(self) -> None:
         self._buffer_start += self._buffer.size
         self._buffer = np.zeros(0, dtype=np.float32)
+        self._drop_ahead(self._turn)
         self._turn = None
         if self.config.turn_detection is not None:
             self._detector = SpeechDetector(self.config.turn_detection)
@@ -301,7 +321,8 @@ class TranscriptionSession:
                     audio_end_ms=vad.sample * 1000 // RATE,
                     item_id=turn.item_id,
                 )
-                await self._commit(turn, vad.sample)
+                tail = None if vad.silent_from is None else vad.silent_from + FINAL_TAIL
+                await self._commit(turn, vad.sample, tail)
         current = self._turn
         end = self._buffer_start + self._buffer.size
         if current is None:
@@ -316,7 +337,32 @@ class TranscriptionSession:
                 item_id=self._turn.item_id,
             )
         else:
+            self._decode_ahead(current)
             self._start_partial(current, PARTIAL_EVERY if current.partial_at else FIRST_PARTIAL)
+
+    def _decode_ahead(self, turn: _Turn) -> None:
+        """Decode `turn`'s final once its speaker has been silent for `FINAL_TAIL`, if the
+        transcriber has nothing better to do (as for partials: no turn of this session
+        waiting or being transcribed, a worker free); drop it if the speaker went on."""
+        assert self._detector is not None
+        silent_from = self._detector.silent_from
+        end = None if silent_from is None else silent_from + FINAL_TAIL
+        if turn.ahead is not None and turn.ahead.end != end:
+            self._drop_ahead(turn)
+        if end is None or turn.ahead is not None or self._buffer_start + self._buffer.size < end:
+            return
+        if self._transcribing or not self._committed.empty() or not self._spare_capacity():
+            return
+        audio = self._buffer[turn.start - self._buffer_start : end - self._buffer_start].copy()
+        task = asyncio.create_task(self._final_ahead(audio))
+        self._ahead.add(task)
+        task.add_done_callback(self._ahead.discard)
+        turn.ahead = _Ahead(end, task)
+
+    def _drop_ahead(self, turn: _Turn | None) -> None:
+        if turn is not None and turn.ahead is not None:
+            turn.ahead.text.cancel()
+            turn.ahead = None
 
     def _start_partial(self, turn: _Turn, after: int) -> None:
         """Transcribe `turn` so far if `after` more samples of it were spoken since its last
@@ -328,6 +374,8 @@ class TranscriptionSession:
         spoken = self._buffer_start + self._buffer.size - turn.start
         if running or not self._committed.empty() or spoken - turn.partial_at < after:
             return
+        if turn.ahead is not None:  # its speaker is silent, and its final on its way
+            return
         if not self._spare_capacity():
             return
         if spoken == turn.partial_at and turn.settled:
@@ -337,8 +385,11 @@ class TranscriptionSession:
         audio = self._buffer[turn.start - self._buffer_start :].copy()
         self._partial = asyncio.create_task(self._transcribe_partial(turn, audio))
 
-    async def _commit(self, turn: _Turn, end: int) -> None:
+    async def _commit(self, turn: _Turn, end: int, heard_to: int | None = None) -> None:
+        """Commit `turn`'s audio up to `end`; its final hears it up to `heard_to` (None:
+        all of it)."""
         audio = self._buffer[turn.start - self._buffer_start : end - self._buffer_start].copy()
+        heard = audio if heard_to is None else audio[: max(0, heard_to - turn.start)]
         self._drop_before(end)
         turn.committed = True
         await self._event(
@@ -354,8 +405,9 @@ class TranscriptionSession:
                 "too_many_turns",
                 f"{MAX_WAITING_TURNS} turns are already waiting to be transcribed.",
             )
+            self._drop_ahead(turn)
             return
-        self._committed.put_nowait((turn, audio))
+        self._committed.put_nowait((turn, audio, heard))
 
     def _drop_before(self, sample: int) -> None:
         cut = min(max(0, sample - self._buffer_start), self._buffer.size)
@@ -407,20 +459,41 @@ class TranscriptionSession:
     async def _transcribe_committed(self) -> None:
         while True:
             self._transcribing = False
-            turn, audio = await self._committed.get()
+            turn, audio, heard = await self._committed.get()
             self._transcribing = True
             try:
-                await self._transcribe_turn(turn, audio)
+                await self._transcribe_turn(turn, audio, heard)
             finally:
                 self._committed.task_done()
 
-    async def _transcribe_turn(self, turn: _Turn, audio: Floats) -> None:
+    async def _final_ahead(self, audio: Floats) -> str | None:
+        try:
+            return await self._transcribe(audio, self._options())
+        except ApiError as error:  # decoded afresh at the commit, which reports the error
+            logger.debug("a final decoded ahead in %s failed: %s", self.id, error.message)
+        except Exception:
+            logger.exception("a final decoded ahead in %s failed", self.id)
+        return None
+
+    async def _taken_ahead(self, turn: _Turn, heard: Floats) -> str | None:
+        """The final decoded ahead, if it heard what the final hears."""
+        ahead, turn.ahead = turn.ahead, None
+        if ahead is None:
+            return None
+        if ahead.end != turn.start + heard.size:
+            ahead.text.cancel()
+            return None
+        return await ahead.text
+
+    async def _transcribe_turn(self, turn: _Turn, audio: Floats, heard: Floats) -> None:
         # A partial still running is not waited for: its text, once the turn is committed,
         # is dropped (the final says it all). The final is what a batch transcription of
         # the turn says, not decoded on from the deltas: partials, in short windows, mishear
         # more (docs/performance.md, figure 16).
         try:
-            text = await self._transcribe(audio, self._options())
+            text = await self._taken_ahead(turn, heard)
+            if text is None:
+                text = await self._transcribe(heard, self._options())
         except Exception as exc:
             if not isinstance(exc, ApiError):  # a bug: the session goes on without it
                 logger.exception("a realtime turn of %s failed", self.id)
