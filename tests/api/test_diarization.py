@@ -11,7 +11,6 @@ import httpx
 import numpy as np
 import pytest
 from fastapi import FastAPI
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.helpers.api import assert_error, usage_units
 from tests.helpers.app import Tenant, Tenants
@@ -22,10 +21,10 @@ from tests.helpers.speakers import (
     PAUSE,
     READER,
     conversation,
+    diarizer_runs,
     who_said,
 )
 from voice_service.audio.encode import wav_of
-from voice_service.engines.catalog import DIARIZER
 from voice_service.engines.speaker_embedding import SAMPLE_RATE
 
 pytestmark = pytest.mark.anyio
@@ -119,28 +118,16 @@ async def test_a_request_over_its_cap_never_starts_telling_speakers_apart(
 ) -> None:
     audio, _ = conversation(TWO)
     capped = await tenants.add_key(tenant, monthly_units=2)
-    before = _diarizations(app)
+    before = diarizer_runs(app)
     assert_error(await diarized(client, capped, audio), 429, "RATE_LIMITED")
     pool = app.state.context.pool
     async with asyncio.timeout(60):  # whatever the refused request started has ended
         while any(q["waiting"] or q["running"] for q in pool.queues().values()):  # noqa: ASYNC110 (the pool's own time)
             await asyncio.sleep(0.05)
-    assert _diarizations(app) == before
+    assert diarizer_runs(app) == before
     # The count is the diarizer's runs: one request within its cap is one more.
     assert (await diarized(client, tenant, audio)).status_code == 200
-    assert _diarizations(app) == before + 1
-
-
-def _diarizations(app: FastAPI) -> float:
-    exposition = app.state.context.metrics.exposition().decode()
-    counts = [
-        sample.value
-        for family in text_string_to_metric_families(exposition)
-        for sample in family.samples
-        if sample.name == "voice_service_inference_seconds_count"
-        and sample.labels == {"engine": DIARIZER}
-    ]
-    return sum(counts)
+    assert diarizer_runs(app) == before + 1
 
 
 @pytest.mark.parametrize(

@@ -9,8 +9,11 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 from bench.diarization_set import voice_clips
+from fastapi import FastAPI
+from prometheus_client.parser import text_string_to_metric_families
 
 from voice_service.audio.encode import wav_of
+from voice_service.engines.catalog import DIARIZER
 from voice_service.engines.speaker_embedding import SAMPLE_RATE
 
 # The three people of pocketsphinx-testdata.
@@ -63,3 +66,16 @@ def reference(person: str, *indices: int) -> npt.NDArray[np.float32]:
 def data_url(samples: npt.NDArray[np.float32]) -> str:
     """`samples` (16 kHz mono) as a WAV data URL, as known_speaker_references take it."""
     return "data:audio/wav;base64," + base64.b64encode(wav_of(samples, SAMPLE_RATE)).decode()
+
+
+def diarizer_runs(app: FastAPI) -> float:
+    """How many times the app's inference pool has run the diarizer (its own metric)."""
+    exposition = app.state.context.metrics.exposition().decode()
+    counts = [
+        sample.value
+        for family in text_string_to_metric_families(exposition)
+        for sample in family.samples
+        if sample.name == "voice_service_inference_seconds_count"
+        and sample.labels == {"engine": DIARIZER}
+    ]
+    return sum(counts)

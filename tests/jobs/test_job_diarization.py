@@ -5,25 +5,29 @@ piece by piece), in the job's JSON and captions, billed as the same seconds."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import httpx
 import pytest
 
 from tests.helpers.api import assert_error, usage_units
-from tests.helpers.app import Tenant, Tenants
-from tests.helpers.jobs import settled, submit, wav_bytes
+from tests.helpers.app import Tenant, Tenants, make_settings, running
+from tests.helpers.jobs import one_recording, settled, submit, wav_bytes
 from tests.helpers.speakers import (
     CALLER,
     COMMANDS,
     READER,
     conversation,
     data_url,
+    diarizer_runs,
     reference,
     spoken,
     who_said,
 )
+from voice_service.app import create_app
 from voice_service.audio.pieces import PieceCutter
 from voice_service.audio.vad import RATE
+from voice_service.inference.engines import Engines
 
 pytestmark = pytest.mark.anyio
 
@@ -121,3 +125,28 @@ async def test_bad_speaker_hints_are_refused_at_submission(
         )
         assert assert_error(response, 400, "INVALID_REQUEST")["message"].startswith(param)
     assert await usage_units(tenants, tenant.org_id) == []
+
+
+async def test_a_job_sent_again_with_its_key_hears_its_people_once(
+    tmp_path: Path, database_url: str, engines: Engines
+) -> None:
+    # No job runs on this node: the diarizer runs only to hear the people a job names.
+    settings = make_settings(tmp_path, database_url, job_workers=0)
+    app = create_app(settings, engines)
+    async with running(app) as client:
+        tenant = await Tenants(settings).create()
+        named = {
+            "diarize": "true",
+            "known_speaker_names": "Bob",
+            "known_speaker_references": data_url(reference(CALLER, 0, 2, 3)),
+        }
+        headers = {"Idempotency-Key": "support-call-42"}
+        audio = wav_bytes(one_recording())
+        first = await submit(client, tenant, audio, headers=headers, **named)
+        assert first.status_code == 202, first.text
+        heard = diarizer_runs(app)
+        assert heard >= 1
+        again = await submit(client, tenant, audio, headers=headers, **named)
+        assert again.status_code == 202 and again.headers["idempotent-replayed"] == "true"
+        assert again.json()["id"] == first.json()["id"]
+        assert diarizer_runs(app) == heard

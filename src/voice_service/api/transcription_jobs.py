@@ -46,6 +46,7 @@ from voice_service.transcription.known_speakers import (
     MAX_REFERENCE_BYTES,
     NAMES,
     REFERENCES,
+    Clip,
     known_voices,
     named_people,
 )
@@ -161,8 +162,9 @@ async def submit(
     if request.headers.get("content-type", "").lower().startswith("application/json"):
         body = await _small_body(request)
         items = _url_fields(body)
-        options = await _options(context, principal, items)
+        asked = await _asked(context, principal, items)
         await claim.run(fingerprint("POST", request_target(request), "application/json", body))
+        options = await asked.heard(context)
         settings = context.settings
         async with receive_from_url(
             OutboundPolicy(settings.outbound_allowed),
@@ -180,8 +182,9 @@ async def submit(
             limit = context.settings.job_max_upload_bytes
             if upload.size > limit:
                 raise PayloadTooLarge(f"file: the file exceeds the {megabytes(limit)} limit.")
-            options = await _options(context, principal, upload.items)
+            asked = await _asked(context, principal, upload.items)
             await claim.run(upload.fingerprint)
+            options = await asked.heard(context)
             queue = _workers(context).queue
             job = await submit_job(context, queue, ledger, upload.path, upload.size, options)
     response.headers["Location"] = f"{request.url.path}/{job.id}"
@@ -205,9 +208,25 @@ class _Claim:
             )
 
 
-async def _options(
+@dataclass(frozen=True, slots=True)
+class _Asked:
+    """A job's options, checked; the people it names are heard (their clips decoded and
+    embedded, on a worker) only once its Idempotency-Key is claimed, not for a replay."""
+
+    options: JobOptions
+    clips: Sequence[Clip]
+
+    async def heard(self, context: AppContext) -> JobOptions:
+        speakers = self.options.speakers
+        if speakers is None or not self.clips:
+            return self.options
+        known = await known_voices(context, self.clips, NATIVE_POLICY.accepted)
+        return replace(self.options, speakers=replace(speakers, known=known))
+
+
+async def _asked(
     context: AppContext, principal: Principal, items: Sequence[tuple[str, str]]
-) -> JobOptions:
+) -> _Asked:
     """The job's options from its form's fields (each name's last value; the people it
     names, every value), checked."""
     fields = dict(items)
@@ -223,10 +242,7 @@ async def _options(
         diarized=speakers is not None,
         needs="diarize=true",
     )
-    if speakers is not None and clips:
-        known = await known_voices(context, clips, NATIVE_POLICY.accepted)
-        speakers = replace(speakers, known=known)
-    return JobOptions(
+    options = JobOptions(
         language=parse_language(fields.get("language"), known_languages(context)),
         word_timestamps=word_timestamps(fields.get("timestamps")),
         speakers=speakers,
@@ -234,6 +250,7 @@ async def _options(
         endpoint=UsageEndpoint(billed_as),
         webhook_url=await _webhook_url(context, principal, fields.get("webhook_url") or None),
     )
+    return _Asked(options, clips)
 
 
 async def _webhook_url(context: AppContext, principal: Principal, url: str | None) -> str | None:
