@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import io
 import math
+from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -24,8 +26,10 @@ from tests.helpers.speakers import (
     diarizer_runs,
     who_said,
 )
+from voice_service.audio.decode import DecodedAudio
 from voice_service.audio.encode import wav_of
 from voice_service.engines.speaker_embedding import SAMPLE_RATE
+from voice_service.transcription import service
 
 pytestmark = pytest.mark.anyio
 
@@ -111,6 +115,24 @@ async def test_diarization_bills_the_same_seconds(
     assert response.status_code == 200, response.text
     seconds = truth[-1][2] + PAUSE
     assert await usage_units(tenants, tenant.org_id) == [("speech-to-text", math.ceil(seconds))]
+
+
+async def test_the_upload_is_decoded_once_for_the_words_and_the_speakers(
+    client: httpx.AsyncClient, tenant: Tenant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    decoded: list[Path] = []
+    decode = service.decode_audio
+
+    def counted(path: Path, **options: Any) -> DecodedAudio:
+        decoded.append(path)
+        return decode(path, **options)
+
+    monkeypatch.setattr(service, "decode_audio", counted)
+    audio, truth = conversation(TWO)
+    response = await diarized(client, tenant, audio)
+    assert response.status_code == 200, response.text
+    assert sorted(who_said(response.json()["segments"], truth)) == ["speaker_0", "speaker_1"]
+    assert len(decoded) == 1
 
 
 async def test_a_request_over_its_cap_never_starts_telling_speakers_apart(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import AsyncGenerator, Callable, Coroutine, Iterator, Sequence
+from collections.abc import AsyncGenerator, Coroutine, Iterator, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
@@ -127,12 +127,12 @@ async def _diarized(
 ) -> TimedTranscript:
     job = Job(Capability.SPEECH_TO_TEXT, DIARIZER, abandoned=ledger.client_gone)
 
-    def telling() -> Coroutine[Any, Any, list[SpeakerTurn]]:
+    def telling(source: DecodedAudio | Path) -> Coroutine[Any, Any, list[SpeakerTurn]]:
         return runtime.pool.run(
             job,
             _speaker_turns,
             runtime.engines,
-            path,
+            source,
             policy.accepted,
             runtime.settings.max_audio_seconds,
             speakers,
@@ -147,23 +147,18 @@ async def _diarized(
         transcript = await _collected(runtime, ledger, path, upstream, policy)
         if any(segment.speaker is None for segment in transcript.segments):
             logger.warning("the transcription provider answered without speakers")
-            transcript.segments = attributed(transcript.segments, await telling())
+            transcript.segments = attributed(transcript.segments, await telling(path))
         return _words_if_asked(transcript, options)
     # Otherwise the speakers are told apart here, meanwhile, on a worker of their own where
-    # one is free, once the audio has passed its checks (the first part: decoded, its
-    # seconds held against any cap).
-    turns: list[asyncio.Future[list[SpeakerTurn]]] = []  # one, once the audio is checked
-
-    def checked() -> None:
-        turns.append(asyncio.ensure_future(telling()))
-        turns[0].add_done_callback(_retrieved)
-
+    # one is free, once the audio has passed its checks: decoded once for both.
+    audio = await _checked_audio(runtime, ledger, path, policy)
+    turns = asyncio.ensure_future(telling(audio))
+    turns.add_done_callback(_retrieved)
     try:
-        transcript = await _collected(runtime, ledger, path, asked, policy, checked)
-        transcript.segments = attributed(transcript.segments, await turns[0])
+        transcript = await _collected(runtime, ledger, path, asked, policy, audio)
+        transcript.segments = attributed(transcript.segments, await turns)
     finally:
-        for task in turns:
-            task.cancel()
+        turns.cancel()
     return _words_if_asked(transcript, options)
 
 
@@ -196,17 +191,15 @@ async def _collected(
     path: Path,
     options: TranscribeOptions,
     policy: AudioPolicy,
-    checked: Callable[[], None] | None = None,
+    audio: DecodedAudio | None = None,
 ) -> TimedTranscript:
-    """The transcript's parts collected; `checked` is called once the audio has passed its
-    checks (its first part)."""
+    """The transcript's parts collected (`audio`: as for `transcript_parts`)."""
     transcript: TimedTranscript | None = None
-    async with aclosing(transcript_parts(runtime, ledger, path, options, policy)) as parts:
+    parts = transcript_parts(runtime, ledger, path, options, policy, audio)
+    async with aclosing(parts):
         async for part in parts:
             if isinstance(part, AudioInfo):
                 transcript = TimedTranscript(part)
-                if checked is not None:
-                    checked()
             else:
                 assert transcript is not None
                 transcript.segments.append(part)
@@ -216,7 +209,7 @@ async def _collected(
 
 def _speaker_turns(
     engines: Engines | None,
-    path: Path,
+    source: DecodedAudio | Path,
     accepted: AcceptedAudio,
     max_seconds: float,
     speakers: SpeakerHints,
@@ -226,7 +219,8 @@ def _speaker_turns(
     assert engines is not None and engines.diarizer is not None
     diarizer = engines.diarizer
     named = replace(speakers, known=heard(diarizer, known, accepted, directory))
-    return diarizer.turns(_decode(path, accepted, max_seconds).samples, named)
+    audio = source if isinstance(source, DecodedAudio) else _decode(source, accepted, max_seconds)
+    return diarizer.turns(audio.samples, named)
 
 
 async def transcript_parts(
@@ -235,33 +229,31 @@ async def transcript_parts(
     path: Path,
     options: TranscribeOptions,
     policy: AudioPolicy = NATIVE_POLICY,
+    audio: DecodedAudio | None = None,
 ) -> AsyncGenerator[TranscriptPart, None]:
     """`AudioInfo` first, then each segment as it is decoded; not billed (the caller
     bills `transcription_charge`). Audio and engine failures are API errors here, a file the
     `policy` does not accept its refusal. A provider transcribes when the providers file
-    routes `options.language` to one (see `Providers.transcriber`)."""
+    routes `options.language` to one (see `Providers.transcriber`). `audio`: the file at
+    `path` already decoded, and its seconds held (`_checked_audio`)."""
     assert runtime.engines is not None
     transcriber = transcriber_for(runtime.engines, runtime.providers, options.language)
     if isinstance(transcriber, Provider):
-        remote = _remote_transcript_parts(runtime, transcriber, ledger, path, options, policy)
+        remote = _remote_transcript_parts(
+            runtime, transcriber, ledger, path, options, policy, audio
+        )
         async with aclosing(remote) as parts:
             async for part in parts:
                 yield part
         return
-    audio: DecodedAudio | Path = path
-    if ledger.capped:
+    if audio is None and ledger.capped:
         # Its seconds are held against the cap before any inference: decoded on its own.
-        decoding = Job(Capability.SPEECH_TO_TEXT, DECODER, abandoned=ledger.client_gone)
-        with audio_errors_as_api_errors("audio", policy):
-            audio = await runtime.pool.run(
-                decoding, _decode, path, policy.accepted, runtime.settings.max_audio_seconds
-            )
-        await ledger.hold(billed_seconds(audio.duration_seconds))
+        audio = await _checked_audio(runtime, ledger, path, policy)
     made = runtime.pool.stream(
         Job(Capability.SPEECH_TO_TEXT, transcriber.name, abandoned=ledger.client_gone),
         local_transcript_parts,
         transcriber.engine,
-        audio,
+        path if audio is None else audio,
         policy.accepted,
         options,
         runtime.settings.max_audio_seconds,
@@ -288,15 +280,24 @@ async def _remote_transcript_parts(
     path: Path,
     options: TranscribeOptions,
     policy: AudioPolicy,
+    audio: DecodedAudio | None,
 ) -> AsyncGenerator[TranscriptPart, None]:
-    """The provider's transcript, as parts. The file is checked and decoded here first: the
-    seconds billed are our decoder's, and a file we would refuse never leaves the node."""
+    """The provider's transcript, as parts. The file is checked and decoded here first
+    (unless `audio` says it was): the seconds billed are our decoder's, and a file we would
+    refuse never leaves the node."""
     job = Job(Capability.SPEECH_TO_TEXT, DECODER, abandoned=ledger.client_gone)
+    measured = None if audio is None else audio.duration_seconds
     with audio_errors_as_api_errors("audio", policy):
         upload, duration = await runtime.pool.run(
-            job, _upload_for_provider, path, policy.accepted, runtime.settings.max_audio_seconds
+            job,
+            _upload_for_provider,
+            path,
+            policy.accepted,
+            runtime.settings.max_audio_seconds,
+            measured,
         )
-    await ledger.hold(billed_seconds(duration))
+    if audio is None:
+        await ledger.hold(billed_seconds(duration))
     transcript = await unless_set(
         ledger.client_gone, provider.transcribe(upload, options, float(duration))
     )
@@ -307,12 +308,14 @@ async def _remote_transcript_parts(
 
 
 def _upload_for_provider(
-    path: Path, accepted: AcceptedAudio, max_seconds: float
+    path: Path, accepted: AcceptedAudio, max_seconds: float, measured: Fraction | None
 ) -> tuple[AudioFile, Fraction]:
     """The upload as a provider gets it (named by its real format: OpenAI goes by the
-    name), and its exact duration."""
+    name), and its exact duration (decoded for it, unless `measured` already)."""
     fmt = identify_audio(path, accepted)
-    duration = decode_audio(path, max_seconds=max_seconds, fmt=fmt).duration_seconds
+    duration = measured
+    if duration is None:
+        duration = decode_audio(path, max_seconds=max_seconds, fmt=fmt).duration_seconds
     name, media_type = UPLOAD_NAMES[fmt]
     return AudioFile(name, path.read_bytes(), media_type), duration
 
@@ -326,6 +329,20 @@ def billed_seconds(duration_seconds: Fraction) -> int:
     # One unit per started second, rounded up in exact arithmetic (a float sum once billed
     # 5.000 s as 6); audio of unknown (zero) length still costs one.
     return max(1, math.ceil(duration_seconds))
+
+
+async def _checked_audio(
+    runtime: Runtime, ledger: Ledger, path: Path, policy: AudioPolicy
+) -> DecodedAudio:
+    """The file decoded on a worker of its own, and its seconds held against any cap:
+    before any inference."""
+    decoding = Job(Capability.SPEECH_TO_TEXT, DECODER, abandoned=ledger.client_gone)
+    with audio_errors_as_api_errors("audio", policy):
+        audio = await runtime.pool.run(
+            decoding, _decode, path, policy.accepted, runtime.settings.max_audio_seconds
+        )
+    await ledger.hold(billed_seconds(audio.duration_seconds))
+    return audio
 
 
 def _decode(path: Path, accepted: AcceptedAudio, max_seconds: float) -> DecodedAudio:
