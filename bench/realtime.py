@@ -3,8 +3,10 @@
 Live transcription: a real recording (pocketsphinx-testdata's LibriVox reader) streamed at
 real-time pace in 40 ms pieces, then silence; how long after the last sample of speech was
 sent the turn's final text arrives, and how long after the first sample of speech the first
-delta does; one session, then four at once. Input streaming: how long after the first clause
-is sent its first audio arrives.
+delta does; one session, then four at once. The node's own share of the final: what is left
+of it once the silence the final waits for (`FINAL_TAIL`) and one batch decode of the same
+turn (`/speech-to-text` on the idle node, in the same run) are taken away. Input streaming:
+how long after the first clause is sent its first audio arrives.
 """
 
 from __future__ import annotations
@@ -16,12 +18,15 @@ import statistics
 import time
 from typing import Any
 
+import httpx
 import numpy as np
 import websockets
 
 from bench.speech_set import read_recording
-from voice_service.audio.encode import FORMATS, OutputFormat, encode
+from voice_service.audio.encode import FORMATS, OutputFormat, encode, wav_of
+from voice_service.audio.vad import RATE
 from voice_service.engines.protocols import Pcm
+from voice_service.realtime.transcription import FINAL_TAIL
 
 RECORDING = "librivox/sense_and_sensibility_01_austen_64kb-0870.wav"  # 7.1 s
 QUICK_RECORDING = "librivox/sense_and_sensibility_01_austen_64kb-0880.wav"  # 3.0 s
@@ -90,6 +95,24 @@ async def live_session(url: str, key: str, recording: str) -> dict[str, float]:
     }
 
 
+async def batch_decode(root: str, key: str, recording: str) -> float:
+    """Seconds of one `/speech-to-text` request for the turn a live session commits: the
+    recording with the VAD's 300 ms padding before it and the final's tail after it."""
+    speech = read_recording(recording)
+    padding = np.zeros(3 * RATE // 10, np.float32)
+    turn = wav_of(np.concatenate([padding, speech, np.zeros(FINAL_TAIL, np.float32)]), RATE)
+    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {key}"}) as client:
+        started = time.perf_counter()
+        response = await client.post(
+            f"{root}/api/v1/speech-to-text",
+            files={"file": ("turn.wav", turn, "audio/wav")},
+            data={"language": "en"},
+            timeout=PATIENCE,
+        )
+        response.raise_for_status()
+        return time.perf_counter() - started
+
+
 async def _first_audio(url: str, key: str) -> float:
     """Seconds from sending the first complete clause to its first audio."""
     headers = {"Authorization": f"Bearer {key}"}
@@ -121,6 +144,7 @@ def measure(root: str, key: str, voice_id: str, quick: bool, repeats: int) -> di
             await live_session(live, key, QUICK_RECORDING)  # warm both paths
             await _first_audio(speak, key)
         alone = [await live_session(live, key, recording) for _ in range(repeats)]
+        batch = [await batch_decode(root, key, recording) for _ in range(max(3, repeats))]
         together = [
             result
             for _ in range(1 if quick else repeats)
@@ -129,7 +153,12 @@ def measure(root: str, key: str, voice_id: str, quick: bool, repeats: int) -> di
             )
         ]
         first_audio = [await _first_audio(speak, key) for _ in range(1 if quick else 3 * repeats)]
-        return {"alone": alone, "four": together, "first_audio_s": first_audio}
+        return {
+            "alone": alone,
+            "batch_decode_s": batch,
+            "four": together,
+            "first_audio_s": first_audio,
+        }
 
     return asyncio.run(run())
 
@@ -139,12 +168,22 @@ def summary(results: dict[str, Any]) -> dict[str, float]:
         return statistics.median(row[key] for row in rows)
 
     four_final = sorted(row["final_after_speech_s"] for row in results["four"])
-    p95 = four_final[min(len(four_final) - 1, round(0.95 * (len(four_final) - 1)))]
+    decode = statistics.median(results["batch_decode_s"])
+    overhead = sorted(
+        row["final_after_speech_s"] - FINAL_TAIL / RATE - decode for row in results["alone"]
+    )
     return {
+        "overhead_p50_ms": statistics.median(overhead) * 1000,
+        "overhead_p95_ms": _p95(overhead) * 1000,
+        "batch_decode_ms": decode * 1000,
         "final_p50_ms": median(results["alone"], "final_after_speech_s") * 1000,
         "first_delta_p50_ms": median(results["alone"], "first_delta_after_start_s") * 1000,
         "four_final_p50_ms": statistics.median(four_final) * 1000,
-        "four_final_p95_ms": p95 * 1000,
+        "four_final_p95_ms": _p95(four_final) * 1000,
         "four_first_delta_p50_ms": median(results["four"], "first_delta_after_start_s") * 1000,
         "first_audio_p50_ms": statistics.median(results["first_audio_s"]) * 1000,
     }
+
+
+def _p95(ordered: list[float]) -> float:
+    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]

@@ -567,10 +567,19 @@ def realtime_sessions(svc: Service, plan: Plan, key: str) -> tuple[list[Figure],
     )
     got = realtime.summary(results)
     figures = [
+        # Issue 39: on a CPU the final is judged by the node's share of it and beside
+        # WhisperLive; 600 ms is the target through a GPU provider, not measured here.
         Figure("realtime_final_p50_ms", "16. live turn: final text after the end of speech, p50",
-               got["final_p50_ms"], "ms", "<=", 600.0),
+               got["final_p50_ms"], "ms"),
         Figure("realtime_first_delta_p50_ms", "16. live turn: first delta after speech starts, p50",
                got["first_delta_p50_ms"], "ms", "<=", 1200.0),
+        Figure("realtime_overhead_p50_ms",
+               "16. live turn: the node's share of the final (less the tail, one decode), p50",
+               got["overhead_p50_ms"], "ms", "<=", 150.0),
+        Figure("realtime_overhead_p95_ms", "16. live turn: the node's share of the final, p95",
+               got["overhead_p95_ms"], "ms", "<=", 400.0),
+        Figure("realtime_batch_decode_ms", "16. the same turn, one /speech-to-text request",
+               got["batch_decode_ms"], "ms"),
         Figure("realtime_four_final_p50_ms", "16. 4 sessions at once: final text after speech, p50",
                got["four_final_p50_ms"], "ms"),
         Figure("realtime_four_final_p95_ms", "16. 4 sessions at once: final text after speech, p95",
