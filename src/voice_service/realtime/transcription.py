@@ -118,8 +118,8 @@ class SessionConfig:
 
 @dataclass(frozen=True, slots=True)
 class _Ahead:
-    """A turn's final, decoded before its commit from its audio up to `end`; None when the
-    decode failed (the final is then decoded afresh)."""
+    """A turn's final, decoded before its commit from its audio up to `end` (its text is
+    None when the decode failed: the final is then decoded afresh)."""
 
     end: int  # session sample
     text: asyncio.Task[str | None]
@@ -252,11 +252,12 @@ class TranscriptionSession:
                 )
             self._earlier_seconds += self._input.seconds_received
             self._input = InputAudio(config.format)
+        if config != self.config:  # a final decoded ahead had the settings before
+            self._drop_ahead(self._turn)
         if config.turn_detection != self.config.turn_detection:
             self._detector = (
                 None if config.turn_detection is None else SpeechDetector(config.turn_detection)
             )
-            self._drop_ahead(self._turn)
             self._turn = None
         self.config = config
         await self._event("session.updated", session=config.as_json(self.id))
