@@ -59,12 +59,13 @@ async def heard_live(
     audio: npt.NDArray[np.float32],
     detection: dict[str, Any] | None = None,
     *,
+    then: tuple[dict[str, Any], npt.NDArray[np.float32]] | None = None,
     then_finish: bool = False,
 ) -> Heard:
-    """`audio` (16 kHz) streamed into a session in 40 ms pieces, until one turn of it is
-    completed (or until it is all sent, then the session `finish`ed, as when its node
-    stops); each piece sent once the session has nothing running, so that what it decodes
-    is the same on every machine."""
+    """`audio` (16 kHz) streamed into a session in 40 ms pieces (and `then` a client event
+    and more audio), until one turn of it is completed (or until it is all sent, then the
+    session `finish`ed, as when its node stops); each piece sent once the session has
+    nothing running, so that what it decodes is the same on every machine."""
     whisper = engines.transcriber
     assert whisper is not None
     heard = Heard([], [])
@@ -94,14 +95,22 @@ async def heard_live(
         "session": {"type": "transcription", "audio": {"input": settings}},
     }
     await session.handle(json.dumps(update))
-    data = as_sent(audio)
+    sent = [as_sent(audio)]
+    if then is not None:
+        event, more = then
+        sent += [json.dumps(event).encode(), as_sent(more)]
     try:
-        for start in range(0, len(data), PIECE):
-            piece = base64.b64encode(data[start : start + PIECE]).decode()
-            await session.handle(json.dumps({"type": "input_audio_buffer.append", "audio": piece}))
-            # Each partial ends before the next piece: the same partials on every machine.
-            while session.busy and not completed.is_set():  # noqa: ASYNC110 (a property)
-                await asyncio.sleep(0.01)
+        for data in sent:
+            if data.startswith(b"{"):
+                await session.handle(data)
+                continue
+            for start in range(0, len(data), PIECE):
+                piece = base64.b64encode(data[start : start + PIECE]).decode()
+                append = {"type": "input_audio_buffer.append", "audio": piece}
+                await session.handle(json.dumps(append))
+                # Each partial ends before the next piece: the same partials on every machine.
+                while session.busy and not completed.is_set():  # noqa: ASYNC110 (a property)
+                    await asyncio.sleep(0.01)
         if then_finish:
             await session.finish()
         async with asyncio.timeout(120):
@@ -191,3 +200,24 @@ async def test_a_turn_committed_whole_is_not_given_a_final_of_part_of_it(
     assert ahead.audio.size < final.audio.size
     completed = next(event for event in session.events if event["type"] == COMPLETED)
     assert completed["transcript"] == batch(engines, final.audio)
+
+
+async def test_a_final_decoded_ahead_is_dropped_when_the_settings_change(
+    engines: Engines,
+) -> None:
+    # The language changes while the speaker is silent, after a final was decoded ahead:
+    # the turn's final is decoded again, in the language the session has at its commit.
+    french = {
+        "type": "session.update",
+        "session": {
+            "type": "transcription",
+            "audio": {"input": {"transcription": {"language": "fr"}}},
+        },
+    }
+    session = await heard_live(
+        engines, np.concatenate([SILENCE[:8_000], SPEECH]), then=(french, SILENCE)
+    )
+    ahead, final = session.finals
+    assert not ahead.committed and not final.committed
+    assert (ahead.options.language, final.options.language) == ("en", "fr")
+    assert ahead.audio.size == final.audio.size
