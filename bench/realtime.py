@@ -24,7 +24,7 @@ import websockets
 
 from bench.speech_set import read_recording
 from voice_service.audio.encode import FORMATS, OutputFormat, encode, wav_of
-from voice_service.audio.vad import RATE
+from voice_service.audio.vad import RATE, ServerVad
 from voice_service.engines.protocols import Pcm
 from voice_service.realtime.transcription import FINAL_TAIL
 
@@ -97,9 +97,9 @@ async def live_session(url: str, key: str, recording: str) -> dict[str, float]:
 
 async def batch_decode(root: str, key: str, recording: str) -> float:
     """Seconds of one `/speech-to-text` request for the turn a live session commits: the
-    recording with the VAD's 300 ms padding before it and the final's tail after it."""
+    recording with the VAD's padding before it and the final's tail after it."""
     speech = read_recording(recording)
-    padding = np.zeros(3 * RATE // 10, np.float32)
+    padding = np.zeros(ServerVad().prefix_padding_ms * RATE // 1000, np.float32)
     turn = wav_of(np.concatenate([padding, speech, np.zeros(FINAL_TAIL, np.float32)]), RATE)
     async with httpx.AsyncClient(headers={"Authorization": f"Bearer {key}"}) as client:
         started = time.perf_counter()
