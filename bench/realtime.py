@@ -3,9 +3,10 @@
 Live transcription: a real recording (pocketsphinx-testdata's LibriVox reader) streamed at
 real-time pace in 40 ms pieces, then silence; how long after the last sample of speech was
 sent the turn's final text arrives, and how long after the first sample of speech the first
-delta does; one session, then four at once. The node's own share of the final: what is left
-of it once the silence the final waits for (`FINAL_TAIL`) and one batch decode of the same
-turn (`/speech-to-text` on the idle node, in the same run) are taken away. Input streaming:
+delta does; one session, then four at once. The node's own share of the final: its time
+after where the session's VAD says the speech ended, less the silence the final waits for
+(`FINAL_TAIL`) and one batch decode of the same turn (`/speech-to-text` on the idle node, in
+the same run). Input streaming:
 how long after the first clause is sent its first audio arrives.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import math
 import statistics
 import time
 from typing import Any
@@ -44,7 +46,8 @@ def _pcm24k(audio: np.ndarray[Any, Any]) -> bytes:
 
 
 async def live_session(url: str, key: str, recording: str) -> dict[str, float]:
-    """Seconds from the end of speech to the final text, and from its start to the first
+    """Seconds from the end of speech to the final text (from the recording's end, and
+    from where the session's VAD says the speech ended), and from its start to the first
     delta (none: inf), for one session."""
     speech = read_recording(recording)
     lead, tail = (
@@ -55,6 +58,7 @@ async def live_session(url: str, key: str, recording: str) -> dict[str, float]:
     step = round(48_000 * PIECE)
     speech_from, speech_to = round(LEAD * 48_000), round((LEAD + speech.size / 16_000) * 48_000)
     marks: dict[str, float] = {}
+    sent: list[float] = []  # when each piece was sent
     headers = {"Authorization": f"Bearer {key}"}
     async with websockets.connect(url, additional_headers=headers, max_size=None) as ws:
         update = {"transcription": {"language": "en"}}
@@ -67,6 +71,8 @@ async def live_session(url: str, key: str, recording: str) -> dict[str, float]:
                 kind = event["type"]
                 if kind.endswith("transcription.delta") and "delta" not in marks:
                     marks["delta"] = time.perf_counter()
+                elif kind == "input_audio_buffer.speech_stopped":
+                    marks["stopped_ms"] = event["audio_end_ms"]
                 elif kind.endswith("transcription.completed"):
                     marks["completed"] = time.perf_counter()
                     return
@@ -86,11 +92,17 @@ async def live_session(url: str, key: str, recording: str) -> dict[str, float]:
                     }
                 )
             )
+            sent.append(time.perf_counter())
             # Real-time pace, kept against drift.
             await asyncio.sleep(max(0.0, started + (index + 1) * PIECE - time.perf_counter()))
         await asyncio.wait_for(listener, PATIENCE)
+    # The VAD stops a turn once its silence has lasted silence_duration_ms: the speech
+    # ended that long before, in the piece sent last before then.
+    silence_ms = ServerVad().silence_duration_ms
+    ended = (marks["stopped_ms"] - silence_ms) / 1000
     return {
         "final_after_speech_s": marks["completed"] - marks["speech_end"],
+        "final_after_vad_end_s": marks["completed"] - sent[math.ceil(ended / PIECE) - 1],
         "first_delta_after_start_s": marks.get("delta", float("inf")) - marks["speech_start"],
     }
 
@@ -170,7 +182,7 @@ def summary(results: dict[str, Any]) -> dict[str, float]:
     four_final = sorted(row["final_after_speech_s"] for row in results["four"])
     decode = statistics.median(results["batch_decode_s"])
     overhead = sorted(
-        row["final_after_speech_s"] - FINAL_TAIL / RATE - decode for row in results["alone"]
+        row["final_after_vad_end_s"] - FINAL_TAIL / RATE - decode for row in results["alone"]
     )
     return {
         "overhead_p50_ms": statistics.median(overhead) * 1000,
