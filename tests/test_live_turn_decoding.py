@@ -95,22 +95,22 @@ async def heard_live(
         "session": {"type": "transcription", "audio": {"input": settings}},
     }
     await session.handle(json.dumps(update))
-    sent = [as_sent(audio)]
-    if then is not None:
-        event, more = then
-        sent += [json.dumps(event).encode(), as_sent(more)]
+
+    async def stream(samples: npt.NDArray[np.float32]) -> None:
+        data = as_sent(samples)
+        for start in range(0, len(data), PIECE):
+            piece = base64.b64encode(data[start : start + PIECE]).decode()
+            await session.handle(json.dumps({"type": "input_audio_buffer.append", "audio": piece}))
+            # Each partial ends before the next piece: the same partials on every machine.
+            while session.busy and not completed.is_set():  # noqa: ASYNC110 (a property)
+                await asyncio.sleep(0.01)
+
     try:
-        for data in sent:
-            if data.startswith(b"{"):
-                await session.handle(data)
-                continue
-            for start in range(0, len(data), PIECE):
-                piece = base64.b64encode(data[start : start + PIECE]).decode()
-                append = {"type": "input_audio_buffer.append", "audio": piece}
-                await session.handle(json.dumps(append))
-                # Each partial ends before the next piece: the same partials on every machine.
-                while session.busy and not completed.is_set():  # noqa: ASYNC110 (a property)
-                    await asyncio.sleep(0.01)
+        await stream(audio)
+        if then is not None:
+            event, more = then
+            await session.handle(json.dumps(event))
+            await stream(more)
         if then_finish:
             await session.finish()
         async with asyncio.timeout(120):
@@ -120,9 +120,13 @@ async def heard_live(
     return heard
 
 
+def batch(engines: Engines, audio: npt.NDArray[np.float32]) -> str:
+    assert engines.transcriber is not None
+    stream = engines.transcriber.stream(audio, TranscribeOptions(language="en"))
+    return " ".join(segment.text for segment in stream.segments)
+
+
 async def test_partials_decode_on_from_the_deltas_and_the_final_afresh(engines: Engines) -> None:
-    whisper = engines.transcriber
-    assert whisper is not None
     session = await heard_live(engines, np.concatenate([SILENCE[:8_000], SPEECH, SILENCE]))
     events = session.events
     asked = [decode.options for decode in session.decodes]
@@ -140,14 +144,7 @@ async def test_partials_decode_on_from_the_deltas_and_the_final_afresh(engines: 
     # The final: Whisper's 30 s window, timestamp tokens, no prefix, as batch decodes.
     assert final == TranscribeOptions(language="en")
     transcript = next(event["transcript"] for event in events if event["type"] == COMPLETED)
-    batch = whisper.stream(read_recording(CLIP), TranscribeOptions(language="en"))
-    assert transcript == " ".join(segment.text for segment in batch.segments)
-
-
-def batch(engines: Engines, audio: npt.NDArray[np.float32]) -> str:
-    assert engines.transcriber is not None
-    stream = engines.transcriber.stream(audio, TranscribeOptions(language="en"))
-    return " ".join(segment.text for segment in stream.segments)
+    assert transcript == batch(engines, SPEECH)
 
 
 async def test_the_final_is_decoded_once_the_speaker_has_been_silent_a_moment(
