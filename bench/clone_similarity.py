@@ -37,7 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from bench.audio import WHISPER_RATE, to_16k
-from bench.speech_set import read_recording
+from bench.recordings import read_recording
 from bench.wer import word_errors
 from voice_service.engines.catalog import CLONE_BASE_VOICE
 from voice_service.engines.kokoro import KokoroEngine

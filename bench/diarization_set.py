@@ -38,7 +38,7 @@ import numpy as np
 import numpy.typing as npt
 from faster_whisper.vad import VadOptions, get_speech_timestamps
 
-from bench.speech_set import POCKETSPHINX_DATA, SAMPLE_RATE, read_recording
+from bench.recordings import POCKETSPHINX_DATA, SAMPLE_RATE, read_recording
 
 Audio = npt.NDArray[np.float32]
 

@@ -21,7 +21,7 @@ import numpy as np
 import websockets
 
 from bench.realtime import LEAD, PIECE
-from bench.speech_set import read_recording
+from bench.recordings import read_recording
 from voice_service.audio.encode import FORMATS, OutputFormat, encode
 from voice_service.engines.protocols import Pcm
 

@@ -82,10 +82,12 @@ def start_service(
     redis_url: str | None = None,
     source: Path | None = None,
     wyoming: str | None = None,
+    settings: dict[str, str] | None = None,
 ) -> tuple[Server, dict[str, str]]:
     """`python -m voice_service serve --workers N --json`, with rate limits in Redis if
-    `redis_url` is given (see `service_env` for `source`) and the `wyoming` listeners;
-    returns the server and its first-start JSON."""
+    `redis_url` is given (see `service_env` for `source`), the `wyoming` listeners and
+    other `settings` (environment variables); returns the server and its first-start
+    JSON."""
     port = free_port()
     out_path, err_path = data_dir / "serve.out", data_dir / "serve.err"
     out, err = out_path.open("wb"), err_path.open("wb")
@@ -94,6 +96,7 @@ def start_service(
         env["VOICE_SERVICE_REDIS_URL"] = redis_url
     if wyoming:
         env["VOICE_SERVICE_WYOMING"] = wyoming
+    env |= settings or {}
     command = [PYTHON, "-m", "voice_service", "serve", "--port", str(port), "--json"]
     process = subprocess.Popen(
         [*command, "--workers", str(workers)],

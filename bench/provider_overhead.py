@@ -12,9 +12,9 @@ drift and the neighbours' load hit both alike:
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import time
@@ -46,6 +46,9 @@ CONCURRENCY = 8
 # processes share the 2 cores without OpenMP threads waiting on each other (one worker of
 # two threads did far worse on the busy 2-core machine).
 FWS_WORKERS = CONCURRENCY
+# int8 as our own Whisper runs on a CPU (the model's float16 would run as float32), one
+# thread a worker.
+CPU_MODEL_OPTIONS = "{compute_type: int8, cpu_threads: 1}"
 TRANSCRIBER = "fws"
 SPEAKER = "upstream-node"
 SPEAKER_VOICE = "alloy"  # the upstream's OpenAI name for its first English voice
@@ -103,7 +106,7 @@ def measure(
     """Both halves of the figure; `clip` is a short English MP3, `text` what is spoken,
     `model` the CTranslate2 Whisper faster-whisper-server loads."""
     counts = _Counts.make(quick)
-    with _servers(model, work, upstream) as (fws, node, node_headers):
+    with servers(model, work, upstream) as (fws, node, node_headers):
         straight = _Route(
             f"{fws.root}/v1/audio/transcriptions",
             {},
@@ -268,13 +271,19 @@ def _first_byte(client: httpx.Client, voice: str, text: str) -> float:
 
 
 @contextmanager
-def _servers(
-    model: Path, work: Path, upstream: Upstream
+def servers(
+    model: Path,
+    work: Path,
+    upstream: Upstream | None,
+    model_options: str = CPU_MODEL_OPTIONS,
+    workers: int = FWS_WORKERS,
 ) -> Iterator[tuple[Server, Server, dict[str, str]]]:
-    """faster-whisper-server and the light node, started side by side, until the block
-    ends: both, and the header of the node's first key."""
+    """faster-whisper-server (`workers` processes, each loading Whisper with the YAML
+    mapping `model_options`) and the light node (speaking through `upstream`, if any),
+    started side by side, until the block ends: both, and the header of the node's first
+    key."""
     with ExitStack() as stack:
-        fws, fws_log = _start_faster_whisper_server(model, work)
+        fws, fws_log = _start_faster_whisper_server(model, work, model_options, workers)
         stack.callback(fws.stop)
         node, out_path, err_path = _start_light_node(work, fws.root, upstream)
         stack.callback(node.stop)
@@ -288,28 +297,32 @@ def _servers(
         yield fws, node, {"Authorization": f"Bearer {first['api_key']}"}
 
 
-def _start_faster_whisper_server(model: Path, work: Path) -> tuple[Server, Path]:
+def _start_faster_whisper_server(
+    model: Path, work: Path, model_options: str, workers: int
+) -> tuple[Server, Path]:
     """faster-whisper-server from its CLI on `model`, and its log."""
-    executable = shutil.which("faster-whisper-server", path=str(Path(PYTHON).parent))
-    if executable is None:
+    if importlib.util.find_spec("faster_whisper_server") is None:
         raise RuntimeError("faster-whisper-server is not installed (a dev dependency)")
-    # Its config file, for what its command line cannot say: int8 as our own Whisper runs on
-    # a CPU (the model's float16 would run as float32), one thread a worker. "whisper-1" is
-    # the model a request names when it names none (fws reads `model_name`, not `model`).
+    # Its config file, for what its command line cannot say. "whisper-1" is the model a
+    # request names when it names none (fws reads `model_name`, not `model`).
     config = work / "faster-whisper-server.yaml"
     config.write_text(
         f"models:\n  - name: whisper-1\n    path: {json.dumps(str(model))}\n"
-        "    model_options: {compute_type: int8, cpu_threads: 1}\n",
+        f"    model_options: {model_options}\n",
         encoding="utf-8",
     )
     port = free_port()
     log_path = work / "faster-whisper-server.log"
     log = log_path.open("wb")
-    command = [executable, "--config", str(config), "--host", "127.0.0.1", "--port", str(port)]
+    command = [PYTHON, "-m", "faster_whisper_server", "--config", str(config)]
+    command += ["--host", "127.0.0.1", "--port", str(port)]
     # A long keep-alive: connections idle while the other path is measured are reused
     # afterwards, as in steady traffic, not closed under a request.
-    command += ["--workers", str(FWS_WORKERS), "--timeout-keep-alive", str(TIMEOUT_S)]
-    env = {"HF_HUB_OFFLINE": "1", "PATH": os.environ.get("PATH", "")}
+    command += ["--workers", str(workers), "--timeout-keep-alive", str(TIMEOUT_S)]
+    # Offline; the paths that find its packages (and a GPU's libraries) pass through.
+    passed = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH")
+    env = {name: os.environ[name] for name in passed if name in os.environ}
+    env["HF_HUB_OFFLINE"] = "1"
     process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
     return Server(process, f"http://127.0.0.1:{port}", [log]), log_path
 
@@ -321,13 +334,16 @@ def _answers(url: str) -> bool:
         return False
 
 
-def _start_light_node(work: Path, fws_root: str, upstream: Upstream) -> tuple[Server, Path, Path]:
+def _start_light_node(
+    work: Path, fws_root: str, upstream: Upstream | None
+) -> tuple[Server, Path, Path]:
     """`voice-service serve` without local engines, its providers file naming faster-whisper-
-    server for transcription and the upstream node for speech; its stdout and stderr."""
+    server for transcription and the upstream node, if any, for speech; its stdout and
+    stderr."""
     data_dir = work / "light-node"
     data_dir.mkdir()
     providers = data_dir / "providers.toml"
-    providers.write_text(_providers_toml(fws_root, upstream.root), encoding="utf-8")
+    providers.write_text(_providers_toml(fws_root, upstream), encoding="utf-8")
     env = service_env(data_dir) | {
         "VOICE_SERVICE_PROVIDERS_FILE": str(providers),
         "VOICE_SERVICE_STT_ENGINES": "",
@@ -335,8 +351,9 @@ def _start_light_node(work: Path, fws_root: str, upstream: Upstream) -> tuple[Se
         "VOICE_SERVICE_INFERENCE_TIMEOUT_SECONDS": str(TIMEOUT_S),
         # The first key's limit: still checked on every request, never reached here.
         "VOICE_SERVICE_DEFAULT_RATE_LIMIT": "10000000",
-        SPEAKER_KEY_ENV: upstream.headers["Authorization"].removeprefix("Bearer "),
     }
+    if upstream is not None:
+        env[SPEAKER_KEY_ENV] = upstream.headers["Authorization"].removeprefix("Bearer ")
     port = free_port()
     out_path, err_path = data_dir / "serve.out", data_dir / "serve.err"
     out, err = out_path.open("wb"), err_path.open("wb")
@@ -345,8 +362,8 @@ def _start_light_node(work: Path, fws_root: str, upstream: Upstream) -> tuple[Se
     return Server(process, f"http://127.0.0.1:{port}", [out, err]), out_path, err_path
 
 
-def _providers_toml(fws_root: str, node_root: str) -> str:
-    return f"""
+def _providers_toml(fws_root: str, upstream: Upstream | None) -> str:
+    transcriber = f"""
 [[provider]]
 name = "{TRANSCRIBER}"
 kind = "openai"
@@ -355,11 +372,14 @@ timeout_seconds = {TIMEOUT_S}
 
 [provider.transcription]
 languages = ["*"]
-
+"""
+    if upstream is None:
+        return transcriber
+    return f"""{transcriber}
 [[provider]]
 name = "{SPEAKER}"
 kind = "openai"
-base_urls = ["{node_root}/v1"]
+base_urls = ["{upstream.root}/v1"]
 api_key_env = "{SPEAKER_KEY_ENV}"
 timeout_seconds = {TIMEOUT_S}
 

@@ -24,7 +24,7 @@ import httpx
 import numpy as np
 import websockets
 
-from bench.speech_set import read_recording
+from bench.recordings import read_recording
 from voice_service.audio.encode import FORMATS, OutputFormat, encode, wav_of
 from voice_service.audio.vad import RATE, ServerVad
 from voice_service.engines.protocols import Pcm
@@ -147,53 +147,62 @@ async def _first_audio(url: str, key: str) -> float:
 
 def measure(root: str, key: str, voice_id: str, quick: bool, repeats: int) -> dict[str, Any]:
     """What figure 16 reports, measured against the node at `root`."""
-    live = root.replace("http://", "ws://") + "/v1/realtime?intent=transcription"
     speak = root.replace("http://", "ws://") + f"/api/v1/text-to-speech/{voice_id}/stream-input"
-    recording = QUICK_RECORDING if quick else RECORDING
 
     async def run() -> dict[str, Any]:
         if not quick:
-            await live_session(live, key, QUICK_RECORDING)  # warm both paths
-            await _first_audio(speak, key)
-        alone = [await live_session(live, key, recording) for _ in range(repeats)]
-        batch = [await batch_decode(root, key, recording) for _ in range(max(3, repeats))]
-        together = [
-            result
-            for _ in range(1 if quick else repeats)
-            for result in await asyncio.gather(
-                *(live_session(live, key, recording) for _ in range(4))
-            )
-        ]
+            await _first_audio(speak, key)  # warm the path
+        turns = await live_turns(root, key, quick, repeats)
         first_audio = [await _first_audio(speak, key) for _ in range(1 if quick else 3 * repeats)]
-        return {
-            "alone": alone,
-            "batch_decode_s": batch,
-            "four": together,
-            "first_audio_s": first_audio,
-        }
+        return turns | {"first_audio_s": first_audio}
 
     return asyncio.run(run())
 
 
+async def live_turns(root: str, key: str, quick: bool, repeats: int) -> dict[str, Any]:
+    """Live sessions alone and four at once, and batch decodes of the same turn, against
+    the node at `root`."""
+    live = root.replace("http://", "ws://") + "/v1/realtime?intent=transcription"
+    recording = QUICK_RECORDING if quick else RECORDING
+    if not quick:
+        await live_session(live, key, QUICK_RECORDING)  # warm the path
+    alone = [await live_session(live, key, recording) for _ in range(repeats)]
+    batch = [await batch_decode(root, key, recording) for _ in range(max(3, repeats))]
+    together = [
+        result
+        for _ in range(1 if quick else repeats)
+        for result in await asyncio.gather(*(live_session(live, key, recording) for _ in range(4)))
+    ]
+    return {"alone": alone, "batch_decode_s": batch, "four": together}
+
+
 def summary(results: dict[str, Any]) -> dict[str, float]:
+    first_audio_ms = statistics.median(results["first_audio_s"]) * 1000
+    live = live_summary(results["alone"], results["four"], results["batch_decode_s"])
+    return live | {"first_audio_p50_ms": first_audio_ms}
+
+
+def live_summary(
+    alone: list[dict[str, float]], four: list[dict[str, float]], batch_decode_s: list[float]
+) -> dict[str, float]:
+    """Live transcription's figures from sessions alone and four at once, and the batch
+    decodes of the same turn."""
+
     def median(rows: list[dict[str, float]], key: str) -> float:
         return statistics.median(row[key] for row in rows)
 
-    four_final = sorted(row["final_after_speech_s"] for row in results["four"])
-    decode = statistics.median(results["batch_decode_s"])
-    overhead = sorted(
-        row["final_after_vad_end_s"] - FINAL_TAIL / RATE - decode for row in results["alone"]
-    )
+    four_final = sorted(row["final_after_speech_s"] for row in four)
+    decode = statistics.median(batch_decode_s)
+    overhead = sorted(row["final_after_vad_end_s"] - FINAL_TAIL / RATE - decode for row in alone)
     return {
         "overhead_p50_ms": statistics.median(overhead) * 1000,
         "overhead_p95_ms": _p95(overhead) * 1000,
         "batch_decode_ms": decode * 1000,
-        "final_p50_ms": median(results["alone"], "final_after_speech_s") * 1000,
-        "first_delta_p50_ms": median(results["alone"], "first_delta_after_start_s") * 1000,
+        "final_p50_ms": median(alone, "final_after_speech_s") * 1000,
+        "first_delta_p50_ms": median(alone, "first_delta_after_start_s") * 1000,
         "four_final_p50_ms": statistics.median(four_final) * 1000,
         "four_final_p95_ms": _p95(four_final) * 1000,
-        "four_first_delta_p50_ms": median(results["four"], "first_delta_after_start_s") * 1000,
-        "first_audio_p50_ms": statistics.median(results["first_audio_s"]) * 1000,
+        "four_first_delta_p50_ms": median(four, "first_delta_after_start_s") * 1000,
     }
 
 

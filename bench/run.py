@@ -62,8 +62,9 @@ from bench.procs import (
     start_bare,
     start_service,
 )
+from bench.recordings import SAMPLE_RATE
 from bench.sentences import SENTENCES
-from bench.speech_set import SAMPLE_RATE, real_clips
+from bench.speech_set import real_clips
 from bench.wer import measure_name, word_error_rate, word_errors
 from voice_service.audio.decode import decode_audio
 from voice_service.audio.encode import encode_mp3, wav_of

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import wave
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,13 +26,12 @@ import numpy as np
 import numpy.typing as npt
 
 from bench.audio import to_16k
+from bench.recordings import POCKETSPHINX_DATA, present, read_recording
 from bench.sentences import SENTENCES
 from bench.wer import word_errors, words
 from voice_service.engines.kokoro import KokoroEngine
 from voice_service.engines.protocols import Pcm
 
-POCKETSPHINX_DATA = Path("/usr/share/pocketsphinx/test/data")
-SAMPLE_RATE = 16_000
 ESPEAK_LANGUAGES = ("en", "es", "fr", "it", "pt", "de")
 KOKORO_LANGUAGES = ("es", "fr", "it", "pt")
 KOKORO_STYLE = "jm_kumo"
@@ -59,10 +57,6 @@ _NUMBER_WORDS = {
     "de": "null eins zwei drei vier funf sechs sieben acht neun zehn zwanzig",
 }
 _ABBREVIATIONS = {"en": {"mr": "mister", "mrs": "missus", "dr": "doctor"}}
-
-
-class SpeechDataMissingError(RuntimeError):
-    """The real recordings are not installed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,32 +96,12 @@ def real_clips(root: Path = POCKETSPHINX_DATA) -> list[Clip]:
     listed = [
         (f"{folder}/{name}.wav", text)
         for folder, listing in (("librivox", "transcription"), ("cards", "cards.transcription"))
-        for name, text in _transcription(_present(root / folder / listing))
+        for name, text in _transcription(present(root / folder / listing))
     ]
     return [
         Clip(path.removesuffix(".wav"), "real", "en", text, read_recording(path, root))
         for path, text in [*listed, *_RAW_RECORDINGS]
     ]
-
-
-def read_recording(name: str, root: Path = POCKETSPHINX_DATA) -> npt.NDArray[np.float32]:
-    """A `pocketsphinx-testdata` recording (16 kHz 16-bit mono, WAV or raw) as floats."""
-    path = _present(root / name)
-    if path.suffix != ".wav":
-        return _to_float(np.frombuffer(path.read_bytes(), dtype="<i2"))
-    with wave.open(str(path)) as wav:
-        if (wav.getframerate(), wav.getnchannels(), wav.getsampwidth()) != (SAMPLE_RATE, 1, 2):
-            raise ValueError(f"{path} is not 16 kHz 16-bit mono")
-        return _to_float(np.frombuffer(wav.readframes(wav.getnframes()), dtype="<i2"))
-
-
-def _present(path: Path) -> Path:
-    if not path.exists():
-        raise SpeechDataMissingError(
-            f"{path} is missing: install the Debian package pocketsphinx-testdata "
-            "(`apt-get install pocketsphinx-testdata`; .ci/run does it)"
-        )
-    return path
 
 
 def synthetic_clips(data_dir: Path) -> list[Clip]:
@@ -155,10 +129,6 @@ def _transcription(path: Path) -> Iterator[tuple[str, str]]:
         text = words.replace("<s>", "").replace("</s>", "").strip()
         if text:
             yield name.rstrip(") "), " ".join(text.split())
-
-
-def _to_float(pcm: npt.NDArray[np.int16]) -> npt.NDArray[np.float32]:
-    return (pcm.astype(np.float32) / 32768.0).astype(np.float32)
 
 
 # Reads "voice key<TAB>text" lines; writes each clip as rate, sample count, int16 samples.

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pytest
-from bench.speech_set import read_recording
+from bench.recordings import read_recording
 
 from voice_service.audio.encode import FORMATS, OutputFormat, encode
 from voice_service.engines.protocols import Pcm, TranscribeOptions

@@ -21,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 import websockets
-from bench.speech_set import read_recording
+from bench.recordings import read_recording
 from bench.wer import word_errors
 from openai import AsyncOpenAI
 from websockets.asyncio.client import ClientConnection

@@ -13,8 +13,9 @@ from typing import Any
 import numpy as np
 import pytest
 from bench.audio import to_16k
+from bench.recordings import SpeechDataMissingError
 from bench.sentences import SENTENCES
-from bench.speech_set import SpeechDataMissingError, real_clips, spelled_out
+from bench.speech_set import real_clips, spelled_out
 from bench.wer import word_errors, words
 from tests.helpers import speech_clips as sc
 

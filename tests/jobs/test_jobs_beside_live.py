@@ -12,7 +12,7 @@ import httpx
 import numpy as np
 import pytest
 import websockets
-from bench.speech_set import read_recording
+from bench.recordings import read_recording
 from bench.wer import words
 
 from tests.helpers.app import make_settings

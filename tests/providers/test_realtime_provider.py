@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import websockets
-from bench.speech_set import read_recording
+from bench.recordings import read_recording
 from bench.wer import word_errors
 
 from tests.helpers.servers import Server, running_server

@@ -39,7 +39,8 @@ from piper.phonemize_espeak import EspeakPhonemizer
 from voice_service.engines.espeak_lock import ESPEAK_LOCK
 from voice_service.engines.model_files import write_joined
 from voice_service.engines.onnx_graph import exposing
-from voice_service.engines.piper import DEFAULT_INTRA_OP_THREADS, session_options, split_phonemes
+from voice_service.engines.onnx_session import DEFAULT_INTRA_OP_THREADS, session_options
+from voice_service.engines.piper import split_phonemes
 from voice_service.engines.protocols import EngineError, EngineVoice, Pcm, WordTime
 from voice_service.engines.word_times import only, shifted, word_times
 

@@ -24,6 +24,7 @@ from piper.voice import PiperVoice
 
 from voice_service.engines.espeak_lock import ESPEAK_LOCK
 from voice_service.engines.onnx_graph import exposing
+from voice_service.engines.onnx_session import DEFAULT_INTRA_OP_THREADS, session_options
 from voice_service.engines.protocols import EngineError, EngineVoice, Pcm, WordTime
 from voice_service.engines.word_times import only, shifted, word_times
 
@@ -31,9 +32,6 @@ _LOGGER = logging.getLogger(__name__)
 
 KEY_PREFIX = "piper:"
 
-# The pool already runs one call per core, so one intra-op thread per session gives the best
-# throughput and degrades least under load (figures: bench/engine_settings.md).
-DEFAULT_INTRA_OP_THREADS = 1
 
 # Other phoneme types need extra packages or download models at first use (g2pW for pinyin).
 _SUPPORTED_PHONEME_TYPES = frozenset({PhonemeType.ESPEAK, PhonemeType.TEXT})
@@ -157,15 +155,6 @@ def _durations(graph: onnx.GraphProto) -> str | None:
     """The samples Piper predicts for each phoneme id (/hop length): what its one Ceil
     computes, the tensor piper's `include_alignments` reads as a second output."""
     return only(name for node in graph.node if node.op_type == "Ceil" for name in node.output)
-
-
-def session_options(intra_op_threads: int) -> onnxruntime.SessionOptions:
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = intra_op_threads
-    options.inter_op_num_threads = 1
-    # Idle intra-op threads would otherwise spin and steal the core of a concurrent call.
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return options
 
 
 def _language(config: dict[str, Any]) -> str | None:

@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 import onnxruntime
 
-from voice_service.engines.piper import DEFAULT_INTRA_OP_THREADS, session_options
+from voice_service.engines.onnx_session import DEFAULT_INTRA_OP_THREADS, session_options
 
 SAMPLE_RATE: Final = 16_000
 DIMENSIONS: Final = 256
