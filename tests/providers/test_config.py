@@ -78,8 +78,8 @@ def test_a_good_file_gives_each_provider_its_settings_and_key(tmp_path: Path) ->
         (("timeout_seconds = 60", 'timeout_seconds = "soon"'), r"line 6: provider\[0\]\.time"),
         (("[provider.cloning]", "[provider.clonig]"), r"line 24: provider\[1\]\.clonig: Extra"),
         (
-            ('languages = ["*"]', 'languages = ["*"]\ndiarize = true'),
-            r"line 1\d: .*transcription\.diarize: only kind",
+            ('languages = ["*"]', 'languages = ["*"]\ndiarize_model = "gpt-4o-transcribe-diarize"'),
+            r"line 1\d: .*transcription\.diarize_model: only kind = \"openai\" with diarize",
         ),
         (("http://10.0.0.5", "http://u:p@10.0.0.5"), r"line 4: .*user:password cannot be used"),
     ],

@@ -17,6 +17,7 @@ from sqlalchemy import select
 
 from tests.helpers.app import Tenant, Tenants, fresh_database, make_settings, running
 from tests.helpers.live import LiveServer, audio_duration, serving
+from tests.helpers.speakers import CALLER, READER, conversation, diarizer_runs, who_said
 from tests.helpers.speech_clips import ENGLISH_TEXT, english_speech, write_audio
 from tests.helpers.upstreams import FasterWhisperServer, faster_whisper_server, providers_file
 from voice_service.app import create_app
@@ -313,3 +314,61 @@ async def test_timed_formats_and_translation_come_from_the_providers_segments(
     assert 'voice_service_provider_requests_total{outcome="ok",provider="gpu-whisper"} 2.0' in (
         exposition
     )
+
+
+async def test_an_openai_compatible_upstream_that_diarizes_tells_the_speakers_apart(
+    tmp_path: Path,
+    database_url: str,
+    engines: Engines,
+    node_b: LiveServer,
+    node_b_tenant: Tenant,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Node B answers diarized_json, as OpenAI's diarizing model does; a request it cannot
+    take whole (a count of speakers, word times) is told apart here instead."""
+    monkeypatch.setenv("NODE_B_KEY", node_b_tenant.secret)
+    toml = f"""
+[[provider]]
+name = "node-b"
+kind = "openai"
+base_urls = ["{node_b.root}/v1"]
+api_key_env = "NODE_B_KEY"
+timeout_seconds = 120
+
+[provider.transcription]
+languages = ["*"]
+diarize = true
+"""
+    settings = _settings(tmp_path, database_url, toml)
+    app = create_app(settings, engines)
+    audio, truth = conversation([(READER, 0), (CALLER, 4), (READER, 2), (CALLER, 1)])
+
+    async def diarized(**fields: str) -> httpx.Response:
+        return await client.post(
+            "/speech-to-text",
+            headers=tenant.headers,
+            files={"file": ("talk.wav", audio, "audio/wav")},
+            data={"language": "en", "diarize": "true", **fields},
+        )
+
+    async with running(app) as client:
+        tenant = await Tenants(settings).create()
+        upstream_runs = diarizer_runs(node_b.app)
+        response = await diarized()
+        assert response.status_code == 200, response.text
+        body = response.json()
+        assert who_said(body["segments"], truth) == {"speaker_0": READER, "speaker_1": CALLER}
+        assert (diarizer_runs(app), diarizer_runs(node_b.app)) == (0, upstream_runs + 1)
+        row = await _last_row(node_b, "/v1/audio/transcriptions")
+        assert row is not None and row.status == 200
+        _codec, _rate, seconds = audio_duration(audio)  # billed here, as any transcription
+        assert await _units(app, body["request_id"]) == [math.ceil(seconds)]
+
+        for fields in ({"num_speakers": "2"}, {"timestamps": "word"}):
+            response = await diarized(**fields)
+            assert response.status_code == 200, response.text
+            segments = response.json()["segments"]
+            assert who_said(segments, truth) == {"speaker_0": READER, "speaker_1": CALLER}
+        # Both told apart here: node B only transcribed them.
+        assert (diarizer_runs(app), diarizer_runs(node_b.app)) == (2, upstream_runs + 1)
+        assert all(word["speaker"] for segment in segments for word in segment["words"])

@@ -142,7 +142,7 @@ async def _diarized(
 
     # Word times place the speaker changes.
     asked = replace(options, timestamps=True, word_timestamps=True)
-    if _upstream_diarizes(runtime, options.language, speakers, known):
+    if _upstream_diarizes(runtime, options, speakers, known):
         upstream = replace(asked, diarize=True, num_speakers=speakers.num_speakers)
         transcript = await _collected(runtime, ledger, path, upstream, policy)
         if any(segment.speaker is None for segment in transcript.segments):
@@ -163,14 +163,17 @@ async def _diarized(
 
 
 def _upstream_diarizes(
-    runtime: Runtime, language: str | None, speakers: SpeakerHints, known: Sequence[Clip]
+    runtime: Runtime, options: TranscribeOptions, speakers: SpeakerHints, known: Sequence[Clip]
 ) -> bool:
-    """The provider that transcribes `language` tells the speakers apart itself, and is
-    asked for nothing it cannot do (bounds on their number, people to name)."""
+    """The provider that transcribes `options.language` tells the speakers apart itself,
+    and is asked for nothing it cannot do (bounds on their number, people to name, and what
+    `Provider.diarizes` says its kind cannot take)."""
     assert runtime.engines is not None
-    transcriber = transcriber_for(runtime.engines, runtime.providers, language)
+    transcriber = transcriber_for(runtime.engines, runtime.providers, options.language)
     bounded = speakers.min_speakers is not None or speakers.max_speakers is not None
-    return isinstance(transcriber, Provider) and transcriber.diarizes and not bounded and not known
+    if not isinstance(transcriber, Provider) or bounded or known:
+        return False
+    return transcriber.diarizes(options, speakers.num_speakers)
 
 
 def _words_if_asked(transcript: TimedTranscript, options: TranscribeOptions) -> TimedTranscript:

@@ -64,9 +64,12 @@ class TranscriptionSection(_Table):
     languages: Annotated[list[Annotated[str, AfterValidator(_language)]], Field(min_length=1)] = [
         ANY_LANGUAGE
     ]
-    # It tells speakers apart itself (ElevenLabs' `diarize`): a diarized request it
-    # transcribes takes its speakers instead of this node's diarizer.
+    # It tells speakers apart itself (ElevenLabs' `diarize`, OpenAI's `diarized_json`): a
+    # diarized request it can take whole takes its speakers instead of this node's diarizer.
     diarize: bool = False
+    # Sent as `model` when an OpenAI-compatible provider is asked for speakers (OpenAI
+    # diarizes with a model of its own); `DIARIZING_MODEL` if not given.
+    diarize_model: Text | None = None
 
 
 class SpeechSection(_Table):
@@ -162,10 +165,11 @@ def _resolve(
         )
     if config.cloning is not None and config.kind != "elevenlabs":
         raise _Invalid("cloning", 'only kind = "elevenlabs" clones voices')
-    if config.transcription and config.transcription.diarize and config.kind != "elevenlabs":
+    section = config.transcription
+    if section and section.diarize_model and (config.kind != "openai" or not section.diarize):
         raise _Invalid(
-            "transcription.diarize",
-            'only kind = "elevenlabs" is asked for speakers; this node tells the others\' apart',
+            "transcription.diarize_model",
+            'only kind = "openai" with diarize = true is asked for speakers by another model',
         )
     if config.speech is not None:
         seen: set[str] = set()

@@ -39,6 +39,7 @@ from voice_service.inference.providers.replicas import (
     ReplicaSet,
 )
 from voice_service.inference.providers.wire import (
+    DIARIZING_MODEL,
     MAX_JSON_BYTES,
     PCM_RATE,
     AudioFile,
@@ -127,10 +128,17 @@ class Provider:
         """Calls it takes at once: each replica's `max_concurrency`."""
         return self.config.max_concurrency * len(self.config.urls)
 
-    @property
-    def diarizes(self) -> bool:
-        """It tells speakers apart when asked (`transcription.diarize`)."""
-        return self.config.transcription is not None and self.config.transcription.diarize
+    def diarizes(self, options: TranscribeOptions, num_speakers: int | None) -> bool:
+        """It tells the speakers apart itself for a request with `options` (as the client
+        asked them) and a `num_speakers` hint: it is asked to (`transcription.diarize`),
+        and can take the request whole. OpenAI's diarizing model takes no count of speakers
+        and no prompt, and gives no word times."""
+        section = self.config.transcription
+        if section is None or not section.diarize:
+            return False
+        if self.config.kind == "openai":
+            return num_speakers is None and not options.prompt and not options.word_timestamps
+        return True
 
     def transcribes(self, language: str | None) -> bool:
         """Whether a transcription in `language` (None: not given) is routed here."""
@@ -147,7 +155,10 @@ class Provider:
         self, audio: AudioFile, options: TranscribeOptions, duration: float
     ) -> RemoteTranscript:
         """The provider's transcript of `audio` (`duration` seconds by our decoder)."""
-        model = self.config.transcription.model if self.config.transcription else None
+        section = self.config.transcription
+        model = section.model if section else None
+        if section and options.diarize and self.config.kind == "openai":
+            model = section.diarize_model or DIARIZING_MODEL
         call = self.wire.transcription(audio, options, model)
 
         async def parse(response: httpx.Response) -> RemoteTranscript:

@@ -30,6 +30,8 @@ from voice_service.inference.providers.languages import to_iso_639_1
 # Answers are read whole only when they are JSON; a transcript of 30 minutes is far below.
 MAX_JSON_BYTES = 16 * 1024 * 1024
 PCM_RATE = 24_000  # the raw PCM asked of a provider when ours must re-encode it
+# The model OpenAI tells speakers apart with (its answer: `diarized_json`).
+DIARIZING_MODEL = "gpt-4o-transcribe-diarize"
 
 # Characters per second of the slowest speech a provider makes (people say about 15).
 SLOWEST_SPEECH = 5.0
@@ -130,6 +132,11 @@ class OpenAIWire:
     def transcription(
         self, audio: AudioFile, options: TranscribeOptions, model: str | None
     ) -> Call:
+        files = [("file", (audio.name, audio.content, audio.media_type))]
+        if options.diarize:
+            return Call(
+                "POST", "/audio/transcriptions", data=_diarizing(options, model), files=files
+            )
         # json when nothing but the text is needed (every server has it); verbose_json to
         # learn the language or the times.
         verbose = options.language is None or options.timestamps or options.word_timestamps
@@ -145,7 +152,6 @@ class OpenAIWire:
         if options.word_timestamps:
             data["timestamp_granularities[]"] = ["word", "segment"]
         path = "/audio/translations" if options.task == "translate" else "/audio/transcriptions"
-        files = [("file", (audio.name, audio.content, audio.media_type))]
         return Call("POST", path, data=data, files=files)
 
     def parse_transcription(
@@ -155,6 +161,11 @@ class OpenAIWire:
         text = body.get("text")
         if not isinstance(text, str):
             raise Garbage("the transcript has no text")
+        if options.diarize:  # diarized_json: no language, no words
+            diarized = _diarized_segments(body.get("segments"), duration)
+            return RemoteTranscript(
+                text.strip(), None, diarized or (Segment(text.strip(), 0.0, duration),)
+            )
         language = body.get("language")
         language_code = to_iso_639_1(language) if isinstance(language, str) else None
         segments = tuple(_openai_segments(body.get("segments"), duration))
@@ -399,6 +410,41 @@ def _words(raw: object, text_key: str) -> list[Word]:
             spoken = speaker if isinstance(speaker, str) and speaker else None
             words.append(Word(text, start, _seconds(item.get("end"), start), spoken))
     return words
+
+
+def _diarizing(options: TranscribeOptions, model: str | None) -> dict[str, str | list[str]]:
+    """OpenAI's fields for a diarized transcript: its diarizing model (which takes no
+    prompt), the audio cut into chunks as the model needs past 30 s."""
+    data: dict[str, str | list[str]] = {
+        "model": model or DIARIZING_MODEL,
+        "response_format": "diarized_json",
+        "chunking_strategy": "auto",
+        "temperature": str(options.temperature),
+    }
+    if options.language is not None:
+        data["language"] = options.language
+    return data
+
+
+def _diarized_segments(raw: object, duration: float) -> tuple[Segment, ...]:
+    """diarized_json's segments, their speakers named speaker_0, speaker_1, … in order of
+    first speech (OpenAI letters them A, B, …); one without a speaker has none (the node
+    then tells the speakers apart itself)."""
+    if not isinstance(raw, list):
+        return ()
+    names: dict[str, str] = {}
+    segments = []
+    for item in raw:
+        if not isinstance(item, dict) or not isinstance(item.get("text"), str):
+            raise Garbage("a segment has no text")
+        label = item.get("speaker")
+        speaker = None
+        if isinstance(label, str) and label:
+            speaker = names.setdefault(label, f"speaker_{len(names)}")
+        start = _seconds(item.get("start"), 0.0)
+        end = min(_seconds(item.get("end"), duration), duration)
+        segments.append(Segment(item["text"].strip(), start, end, speaker=speaker))
+    return tuple(segments)
 
 
 def _by_speaker(words: Sequence[Word], duration: float) -> tuple[Segment, ...]:
