@@ -166,7 +166,7 @@ def voice_clips(speaker: str) -> tuple[Audio, ...]:
         raw = [read_recording(name) for name in _POCKETSPHINX_VOICES[speaker]]
     else:
         paths = _audioeval_paths(_AUDIOEVAL_VOICES[speaker])
-        raw = [_float_wav(path) for path in paths]
+        raw = [float_wav(path) for path in paths]
     return tuple(_trimmed(clip) for clip in raw)
 
 
@@ -175,8 +175,8 @@ def _audioeval_paths(languages: tuple[str, ...]) -> list[Path]:
     return [path for language in languages for path in sorted((root / language).glob("*.wav"))]
 
 
-def _float_wav(path: Path) -> Audio:
-    """A 32-bit float WAV (as pytest-audioeval ships them), 16 kHz mono."""
+def float_wav(path: Path) -> Audio:
+    """A 32-bit float WAV (as pytest-audioeval and pyannote.audio ship them), 16 kHz mono."""
     with av.open(str(path)) as container:
         stream = container.streams.audio[0]
         if (stream.rate, stream.channels) != (SAMPLE_RATE, 1):

