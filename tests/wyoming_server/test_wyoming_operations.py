@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 
 import numpy as np
@@ -16,7 +16,7 @@ from wyoming.asr import Transcribe
 from wyoming.info import Describe
 from wyoming.tts import Synthesize
 
-from tests.helpers.app import Tenants, make_settings
+from tests.helpers.app import Tenants, fresh_database, make_settings
 from tests.helpers.waiting import eventually
 from tests.helpers.wyoming import (
     Node,
@@ -56,10 +56,18 @@ async def _node(
 
 
 @pytest.fixture(scope="module")
+def own_database_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A database of this module's own: its nodes have one worker and no queue, and no
+    other test's queued job may take that worker (a job's piece is a transcription)."""
+    with fresh_database(tmp_path_factory.mktemp("wyoming-operations-db")) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
 async def node(
-    tmp_path_factory: pytest.TempPathFactory, database_url: str, engines: Engines
+    tmp_path_factory: pytest.TempPathFactory, own_database_url: str, engines: Engines
 ) -> AsyncIterator[Node]:
-    async with _node(tmp_path_factory, database_url, engines) as started:
+    async with _node(tmp_path_factory, own_database_url, engines) as started:
         yield started
 
 
@@ -79,7 +87,10 @@ async def test_a_busy_node_refuses_at_once(node: Node) -> None:
         assert _transcribing(node)  # still: the refusal did not wait for it
         answered = await read_until(first, "transcript")
     assert refused.error is not None and "busy" in refused.error["text"], refused.events
-    assert answered.error is None and answered.of("transcript")
+    assert answered.error is None and answered.of("transcript"), (
+        answered.events,
+        node.app.state.context.pool.queues(),
+    )
 
 
 async def test_connections_past_the_cap_are_told_so(node: Node) -> None:
@@ -108,13 +119,13 @@ async def test_connections_past_the_cap_are_told_so(node: Node) -> None:
 
 
 async def test_a_stopping_node_finishes_the_request_under_way(
-    tmp_path_factory: pytest.TempPathFactory, database_url: str, engines: Engines
+    tmp_path_factory: pytest.TempPathFactory, own_database_url: str, engines: Engines
 ) -> None:
     pcm = pcm16(real_clips()[1].audio)
     head, tail = list(audio_events(pcm, 16_000)), []
     tail = head[len(head) // 2 :]
     head = head[: len(head) // 2]
-    async with _node(tmp_path_factory, database_url, engines) as node:
+    async with _node(tmp_path_factory, own_database_url, engines) as node:
         key = node.tenant.key_id
         before = await books_of(node.tenants, key)
         async with connected(node.ports[0]) as client, connected(node.ports[0]) as idle:
