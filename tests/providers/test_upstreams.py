@@ -62,14 +62,9 @@ def _settings(tmp_path: Path, database_url: str, toml: str, **overrides: object)
     return make_settings(tmp_path, database_url, providers_file=path, **overrides)
 
 
-@pytest.fixture
-def gateway_toml(
-    whisper_server: FasterWhisperServer,
-    node_b: LiveServer,
-    monkeypatch: pytest.MonkeyPatch,
-    node_b_tenant: Tenant,
-) -> str:
-    monkeypatch.setenv("NODE_B_KEY", node_b_tenant.secret)
+def _node_b_provider(node_b: LiveServer, tenant: Tenant, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Node B's `[[provider]]` table, `tenant`'s key its key; its sections follow."""
+    monkeypatch.setenv("NODE_B_KEY", tenant.secret)
     return f"""
 [[provider]]
 name = "node-b"
@@ -77,7 +72,19 @@ kind = "openai"
 base_urls = ["{node_b.root}/v1"]
 api_key_env = "NODE_B_KEY"
 timeout_seconds = 120
+"""
 
+
+@pytest.fixture
+def gateway_toml(
+    whisper_server: FasterWhisperServer,
+    node_b: LiveServer,
+    monkeypatch: pytest.MonkeyPatch,
+    node_b_tenant: Tenant,
+) -> str:
+    return (
+        _node_b_provider(node_b, node_b_tenant, monkeypatch)
+        + f"""
 [provider.transcription]
 languages = ["de"]
 
@@ -96,6 +103,7 @@ timeout_seconds = 120
 model = "base"
 languages = ["*"]
 """
+    )
 
 
 @pytest.fixture
@@ -326,19 +334,14 @@ async def test_an_openai_compatible_upstream_that_diarizes_tells_the_speakers_ap
 ) -> None:
     """Node B answers diarized_json, as OpenAI's diarizing model does; a request it cannot
     take whole (a count of speakers, word times) is told apart here instead."""
-    monkeypatch.setenv("NODE_B_KEY", node_b_tenant.secret)
-    toml = f"""
-[[provider]]
-name = "node-b"
-kind = "openai"
-base_urls = ["{node_b.root}/v1"]
-api_key_env = "NODE_B_KEY"
-timeout_seconds = 120
-
+    toml = (
+        _node_b_provider(node_b, node_b_tenant, monkeypatch)
+        + """
 [provider.transcription]
 languages = ["*"]
 diarize = true
 """
+    )
     settings = _settings(tmp_path, database_url, toml)
     app = create_app(settings, engines)
     audio, truth = conversation([(READER, 0), (CALLER, 4), (READER, 2), (CALLER, 1)])
