@@ -32,7 +32,6 @@ _LOGGER = logging.getLogger(__name__)
 
 KEY_PREFIX = "piper:"
 
-
 # Other phoneme types need extra packages or download models at first use (g2pW for pinyin).
 _SUPPORTED_PHONEME_TYPES = frozenset({PhonemeType.ESPEAK, PhonemeType.TEXT})
 
