@@ -99,12 +99,17 @@ def spectral(
     return np.asarray(clusterer.predict(vectors), dtype=np.int64)
 
 
+def pipelines() -> dict[str, Diarizer]:
+    """Ours and the peer, over the same d-vectors, by the prefix of their figures' keys."""
+    encoder = SpeakerEncoder(intra_op_threads=1)
+    return {"": Diarizer(encoder), "peer_": Diarizer(encoder, spectral)}
+
+
 def measure(half: str = "held-out", quick: bool = False) -> dict[str, Any]:
     """Ours and the peer's scores on `half`: both sets, or (quick) the 2-speaker
     conversations without overlap, the pipeline's whole path in a test's time."""
     check_data()
-    encoder = SpeakerEncoder(intra_op_threads=1)
-    pipelines = {"": Diarizer(encoder), "peer_": Diarizer(encoder, spectral)}
+    diarizers = pipelines()
     figures: dict[str, Any] = {}
     for label, overlap in (("overlap-free", False), ("overlapping", True)):
         if quick and overlap:
@@ -113,7 +118,7 @@ def measure(half: str = "held-out", quick: bool = False) -> dict[str, Any]:
         if quick:
             set_ = [c for c in set_ if len(c.speakers) == 2]
         key = label.replace("-", "_")
-        for prefix, diarizer in pipelines.items():
+        for prefix, diarizer in diarizers.items():
             scores = score(set_, diarizer.turns)
             figures[f"diarization_{prefix}der_{key}"] = round(scores.der, 4)
             figures[f"diarization_{prefix}jer_{key}"] = round(scores.jer, 4)

@@ -25,11 +25,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from bench.diarization import score, spectral
+from bench.diarization import pipelines, score
 from bench.diarization_set import Conversation, Turn, float_wav
 from bench.procs import PYTHON
-from voice_service.engines.diarization import Diarizer
-from voice_service.engines.speaker_embedding import SpeakerEncoder
 
 SDIST = "pyannote.audio==4.0.7"
 SDIST_FILE = "pyannote_audio-4.0.7.tar.gz"
@@ -79,9 +77,8 @@ def meetings(folder: Path) -> list[Conversation]:
 def measure(work: Path) -> dict[str, Any]:
     """Ours and the peer's scores on the snippets."""
     set_ = meetings(fetch(work))
-    encoder = SpeakerEncoder(intra_op_threads=1)
     figures: dict[str, Any] = {"meetings": len(set_)}
-    for prefix, diarizer in (("", Diarizer(encoder)), ("peer_", Diarizer(encoder, spectral))):
+    for prefix, diarizer in pipelines().items():
         scores = score(set_, diarizer.turns)
         figures[f"meetings_{prefix}der"] = round(scores.der, 4)
         figures[f"meetings_{prefix}jer"] = round(scores.jer, 4)
