@@ -12,6 +12,8 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TypeVar
 
 import pytest
+import scipy.linalg
+from threadpoolctl import threadpool_info, threadpool_limits
 
 from tests.helpers.inference import slots_held
 from voice_service.core.errors import ClientClosedRequest
@@ -330,3 +332,14 @@ async def test_a_stream_whose_client_left_stops_at_its_next_step() -> None:
     assert source.made <= 3
     assert slots_held(pool) == 0
     pool.shutdown()
+
+
+async def test_numpy_and_scipy_blas_stay_on_the_steps_thread() -> None:
+    """BLAS threads of their own would spin, between a step's small products, on the cores
+    that concurrent steps need."""
+    assert scipy.linalg.blas  # SciPy's BLAS is loaded, as the diarizer's clustering loads it
+    threadpool_limits(limits=2, user_api="blas")
+    one_slot_pool()
+    blas = [info for info in threadpool_info() if info["user_api"] == "blas"]
+    assert len(blas) >= 2
+    assert {info["num_threads"] for info in blas} == {1}

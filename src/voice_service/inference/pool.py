@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Generic, ParamSpec, TypeVar, cast
 
+from threadpoolctl import threadpool_limits
+
 from voice_service.core.errors import ClientClosedRequest, NodeBusy, ProviderError
 from voice_service.core.vocabulary import Capability
 from voice_service.engines.deadline import InferenceTimeout
@@ -43,6 +45,15 @@ INFERENCE_NICENESS = 10
 LOOKAHEAD_PER_WORKER = 2
 
 
+def one_blas_thread() -> None:
+    """NumPy's and SciPy's BLAS run on the calling thread alone, as every step here does:
+    with a thread per core, each small product of a step (a mel filterbank, a similarity
+    matrix) wakes the others, which then spin between products on the cores that concurrent
+    steps need, and the step is no faster (bench/engine_settings.md). Process-wide, for the
+    libraries loaded by now: the pool starts after every engine module is imported."""
+    threadpool_limits(limits=1, user_api="blas")
+
+
 class InferencePool:
     """N threads (onnxruntime and CTranslate2 release the GIL) behind a queue with a deadline,
     and a bound on each capability's share of that queue.
@@ -60,6 +71,7 @@ class InferencePool:
     waiting and raises `ClientClosedRequest`; one not yet started never starts."""
 
     def __init__(self, size: int, queue_timeout: float, max_queued: int, metrics: Metrics) -> None:
+        one_blas_thread()
         self._executor = ThreadPoolExecutor(
             max_workers=size, thread_name_prefix="inference", initializer=lower_priority
         )
