@@ -35,6 +35,7 @@ from bench.diarization_set import Conversation, check_data, conversations
 from bench.procs import peak_rss_growth
 from voice_service.engines.diarization import Diarizer, SpeakerTurn
 from voice_service.engines.speaker_embedding import SAMPLE_RATE, SpeakerEncoder
+from voice_service.inference.pool import one_blas_thread
 
 COLLAR = 0.5  # pyannote's collar is the whole width: 0.25 s either side
 TARGETS = {"overlap-free": 0.10, "overlapping": 0.20}
@@ -112,7 +113,9 @@ def spectral(
 
 
 def pipelines() -> dict[str, Diarizer]:
-    """Ours and the peer, over the same d-vectors, by the prefix of their figures' keys."""
+    """Ours and the peer, over the same d-vectors, by the prefix of their figures' keys, with
+    BLAS on the calling thread as the service's pool runs them."""
+    one_blas_thread()
     encoder = SpeakerEncoder(intra_op_threads=1)
     return {"": Diarizer(encoder), "peer_": Diarizer(encoder, spectral)}
 
@@ -150,8 +153,7 @@ def memory(seconds: float) -> dict[str, float]:
 
 
 def _memory(seconds: float) -> dict[str, float]:
-    encoder = SpeakerEncoder(intra_op_threads=1)
-    diarizer = Diarizer(encoder)
+    diarizer = pipelines()[""]
     voices = [c.audio for c in conversations("held-out", overlap=False)]
     audio = np.concatenate(voices * -(-round(seconds * SAMPLE_RATE) // sum(map(len, voices))))
     audio = audio[: round(seconds * SAMPLE_RATE)]

@@ -64,13 +64,16 @@ _AUDIOEVAL_VOICES = {
     "audioeval zh": ("zh",),
 }
 HELD_OUT = ("librivox reader", "card caller", "audioeval es/pl/pt", "audioeval hi", "audioeval zh")
+# The held-out voices that speak English, for a conversation transcribed in the language its
+# request names (`english_conversation`).
+HELD_OUT_ENGLISH = ("librivox reader", "card caller")
 DEVELOPMENT = ("command speaker", "audioeval en", "audioeval fr", "audioeval it", "audioeval ja")
 SPEAKER_COUNTS = (2, 3, 4)
 PER_COUNT = 4
 TURNS_PER_SPEAKER = 4
 PAUSE_SECONDS = (0.1, 1.0)
 OVERLAP_SHARE = 0.10
-_SEEDS = {"held-out": 36, "development": 3600}
+_SEEDS = {"held-out": 36, "development": 3600, "english": 360}
 _TRIM_MARGIN = 0.05  # seconds of a clip kept either side of its speech
 _LOUDNESS_DBFS = -23.0
 
@@ -106,6 +109,24 @@ def conversations(half: str, *, overlap: bool) -> list[Conversation]:
             name = f"{half}/{count}-speakers/{index}{'/overlap' if overlap else ''}"
             made.append(_laid_out(name, turns, pauses, overlap))
     return made
+
+
+def english_conversation(rounds: int) -> Conversation:
+    """The held-out half's English voices in turn, every clip of each once a round, in a
+    seeded order, with pauses as in the sets: a conversation whose every word Whisper can
+    transcribe when told English (what a diarized request costs beside a plain one; told
+    English, Whisper drops much of the other voices' speech without timestamp tokens and
+    spells it out with them, so the two would not transcribe the same words)."""
+    rng = random.Random(_SEEDS["english"])
+    turns: list[tuple[str, Audio]] = []
+    for _ in range(rounds):
+        said = {speaker: list(voice_clips(speaker)) for speaker in HELD_OUT_ENGLISH}
+        for shuffled in said.values():
+            rng.shuffle(shuffled)
+        for round_clips in zip(*said.values(), strict=True):
+            turns += zip(HELD_OUT_ENGLISH, round_clips, strict=True)
+    pauses = [rng.uniform(*PAUSE_SECONDS) for _ in turns[1:]]
+    return _laid_out(f"held-out/english/{rounds}-rounds", turns, pauses, overlap=False)
 
 
 def _turn_order(rng: random.Random, speakers: list[str]) -> Iterator[tuple[str, Audio]]:
