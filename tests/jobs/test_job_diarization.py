@@ -128,10 +128,12 @@ async def test_bad_speaker_hints_are_refused_at_submission(
 
 
 async def test_a_job_sent_again_with_its_key_hears_its_people_once(
-    tmp_path: Path, database_url: str, engines: Engines
+    tmp_path: Path, own_database: str, engines: Engines
 ) -> None:
-    # No job runs on this node: the diarizer runs only to hear the people a job names.
-    settings = make_settings(tmp_path, database_url, job_workers=0)
+    # No job runs on this node: the diarizer runs only to hear the people a job names. Its
+    # database is its own, as every job test's is: on the session's, the job it leaves
+    # queued was taken up by the next test's node on this process.
+    settings = make_settings(tmp_path, own_database, job_workers=0)
     app = create_app(settings, engines)
     async with running(app) as client:
         tenant = await Tenants(settings).create()
