@@ -320,7 +320,10 @@ def test_a_short_clip_that_loops_is_decoded_again_without_timestamp_tokens(
     decodes = recorded_decodes(engine, monkeypatch)
     segments = list(engine.stream(audio, TranscribeOptions("fr")).segments)
     assert decodes == [True, False]
-    assert all(segment.compression_ratio <= LOOP_COMPRESSION_RATIO for segment in segments)
+    # What comes back is the second decode. Whether that one loops too depends on the CPU
+    # (on some it does, bounded by the window's token cap), so its text is not judged here.
+    without_tokens = TranscribeOptions("fr", timestamp_tokens=False)
+    assert segments == list(engine.stream(audio, without_tokens).segments)
 
 
 def test_a_live_partial_is_decoded_once_without_timestamp_tokens(
