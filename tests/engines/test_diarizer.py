@@ -12,9 +12,12 @@ from tests.helpers.speakers import CALLER, COMMANDS, READER, spoken
 
 from voice_service.engines.diarization import (
     MAX_CLUSTERED,
+    MAX_SPEAKERS,
+    THRESHOLD,
     VAD_BLOCK_SECONDS,
     Diarizer,
     VoicedSegments,
+    cluster,
     speech_regions,
 )
 from voice_service.engines.speaker_embedding import SAMPLE_RATE, SpeakerEncoder
@@ -88,3 +91,17 @@ def test_speech_across_a_vad_block_is_one_region_and_the_vad_holds_a_block() -> 
     assert len(regions) == 10
     block_bytes = VAD_BLOCK_SECONDS * SAMPLE_RATE * long.itemsize
     assert peak < 3 * block_bytes, f"{peak / 2**20:.0f} MiB for {long.nbytes / 2**20:.0f} MiB"
+
+
+def test_the_clustering_threshold_decides_whether_two_voices_are_one() -> None:
+    # Two people's segments whose mean vectors lie 0.4 apart in cosine distance: nearer than
+    # the d-vectors' THRESHOLD (one person), further than a stronger encoder's (two).
+    first, second = np.eye(2, 8, dtype=np.float32)
+    angle = np.arccos(0.6)
+    other = np.cos(angle) * first + np.sin(angle) * second
+    vectors = np.stack([first, first, other, other])
+    durations = np.full(4, 5.0)
+    assert THRESHOLD > 0.4
+    assert set(cluster(vectors, durations, (1, MAX_SPEAKERS)).tolist()) == {0}
+    split = cluster(vectors, durations, (1, MAX_SPEAKERS), threshold=0.35)
+    assert split.tolist() in ([0, 0, 1, 1], [1, 1, 0, 0])

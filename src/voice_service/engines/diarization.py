@@ -239,10 +239,14 @@ def _span(first: int, last: int, count: int, start: float, end: float) -> tuple[
 
 
 def cluster(
-    vectors: Floats, durations: npt.NDArray[np.float64], bounds: tuple[int, int]
+    vectors: Floats,
+    durations: npt.NDArray[np.float64],
+    bounds: tuple[int, int],
+    threshold: float = THRESHOLD,
 ) -> npt.NDArray[np.int64]:
     """A speaker label for each row of unit `vectors` (segments of `durations` seconds),
-    the count within `bounds`."""
+    the count within `bounds`; `threshold`: as `THRESHOLD`, for vectors of another encoder
+    (the benchmark's)."""
     low, high = bounds
     if vectors.shape[0] < 2 or high == 1:
         return np.zeros(vectors.shape[0], dtype=np.int64)
@@ -252,7 +256,7 @@ def cluster(
     if low == high:
         labels = fcluster(tree, t=low, criterion="maxclust")
     else:
-        labels = fcluster(tree, t=THRESHOLD, criterion="distance")
+        labels = fcluster(tree, t=threshold, criterion="distance")
         if not low <= labels.max() <= high:
             labels = fcluster(tree, t=min(max(labels.max(), low), high), criterion="maxclust")
     similarity = vectors @ _centroids(sample, labels).T
