@@ -44,7 +44,7 @@ from voice_service.engines.speaker_embedding import SAMPLE_RATE, SpeakerEncoder
 from voice_service.inference.pool import one_blas_thread
 
 # Average cosine distance between two people's clusters of CAM++ vectors: of CANDIDATES, the
-# best on the development half, with and without overlap (bench/results/only-campp.json).
+# best on the development half, with and without overlap (bench/results/only-diarization.json).
 CHOSEN_THRESHOLD = 0.35
 CANDIDATES = (0.25, 0.3, 0.35, 0.4, 0.5, 0.6)
 
