@@ -33,12 +33,11 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from bench import meetings, senko_peer
-from bench.diarization import Scores, scored
+from bench.diarization import Scores, pipelines, scored
 from bench.diarization_set import Conversation, conversations
 from voice_service.audio.encode import wav_of
 from voice_service.engines.diarization import Diarizer, VoicedSegments, cluster
 from voice_service.engines.speaker_embedding import SAMPLE_RATE, SpeakerEncoder
-from voice_service.inference.pool import one_blas_thread
 
 # Average cosine distance between two people's clusters of CAM++ vectors: of CANDIDATES, the
 # best on the development half, with and without overlap (bench/results/only-diarization.json).
@@ -76,8 +75,7 @@ class Cut(NamedTuple):
 
 def cut(set_: Sequence[Conversation]) -> dict[str, Cut]:
     """Our pieces of each conversation of `set_`, by name."""
-    one_blas_thread()
-    diarizer = Diarizer(SpeakerEncoder(intra_op_threads=1))
+    diarizer = pipelines()[""]
     pieces = {}
     for conversation in set_:
         started = time.process_time()
@@ -125,7 +123,7 @@ def _parts(spans: Sequence[tuple[float, float]]) -> list[tuple[int, tuple[float,
 
 def scores(set_: Sequence[Conversation], pieces: Mapping[str, Cut], threshold: float) -> Scores:
     """Our clustering of `pieces`' vectors at `threshold`, scored as figure 19 is."""
-    diarizer = Diarizer(SpeakerEncoder(), functools.partial(cluster, threshold=threshold))
+    diarizer = Diarizer(_unused_encoder(), functools.partial(cluster, threshold=threshold))
     found, seconds = {}, 0.0
     for conversation in set_:
         piece = pieces[conversation.name]
@@ -134,6 +132,13 @@ def scores(set_: Sequence[Conversation], pieces: Mapping[str, Cut], threshold: f
         found[conversation.name] = diarizer.turns_of(piece.voiced, duration)
         seconds += time.process_time() - started + piece.cpu_seconds
     return scored(set_, found, seconds)
+
+
+@functools.cache
+def _unused_encoder() -> SpeakerEncoder:
+    """The encoder a `Diarizer` is built with, loaded once: `scores` only clusters vectors
+    already made (`Diarizer.turns_of`), so it never runs."""
+    return SpeakerEncoder(intra_op_threads=1)
 
 
 def measure(work: Path) -> dict[str, Any]:
