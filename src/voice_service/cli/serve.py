@@ -96,6 +96,15 @@ def serve(
         except ProvidersFileError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(1) from None
+    if settings.speaker_model is not None:
+        # Imported here: other commands start without onnxruntime.
+        from voice_service.engines.speaker_model import SpeakerModel, UnusableSpeakerModel
+
+        try:  # each process loads it again; a wrong file is one line here, before the port
+            SpeakerModel(settings.speaker_model)
+        except UnusableSpeakerModel as exc:
+            typer.echo(f"error: VOICE_SERVICE_SPEAKER_MODEL: {exc}", err=True)
+            raise typer.Exit(1) from None
     config = uvicorn.Config(
         "voice_service.app:create_app",
         factory=True,

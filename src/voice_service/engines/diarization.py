@@ -3,12 +3,13 @@
 Speech regions (Silero VAD, as faster-whisper ships it, split at pauses of 0.1 s) get a
 d-vector every 0.4 s; a region is cut where the windows just before and after differ (two
 people with no pause between them) and into segments of at most `MAX_SEGMENT_SECONDS`; each
-segment is the mean of its windows, and the segments are clustered: SciPy's average-linkage
-hierarchy over cosine distance, cut at the caller's number of speakers, else where merging
-would join clusters further apart than `THRESHOLD` (kept within the caller's bounds). A
-"speaker" heard for under `MIN_SPEAKER_SECONDS` goes to the nearest other. Speakers the
-caller knows (a reference clip each) name the speakers whose voices are nearest theirs, one
-each, where they are nearer than `THRESHOLD` apart. A speaker's
+segment's vector is the mean of its windows (or, where the operator set a speaker model, that
+model's embedding of the segment: `VoiceModel`), and the segments are clustered: SciPy's
+average-linkage hierarchy over cosine distance, cut at the caller's number of speakers, else
+where merging would join clusters further apart than `THRESHOLD` (kept within the caller's
+bounds). A "speaker" heard for under `MIN_SPEAKER_SECONDS` goes to the nearest other. Speakers
+the caller knows (a reference clip each) name the speakers whose voices are nearest theirs,
+one each, where they are more similar than `KNOWN_SIMILARITY`. A speaker's
 segments less than `GAP_SECONDS` apart are one turn, and each turn reaches `EDGE_SECONDS`
 past its speech (never past the midpoint to its neighbour), as a person's turn includes their
 breaths and soft word ends.
@@ -21,6 +22,7 @@ longer audio; every segment then goes to its nearest speaker).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from collections.abc import Callable, Sequence
@@ -40,6 +42,7 @@ from voice_service.engines.speaker_embedding import (
     WINDOW_FRAMES,
     SpeakerEncoder,
 )
+from voice_service.engines.speaker_model import SpeakerModel
 
 Floats = npt.NDArray[np.float32]
 
@@ -64,12 +67,17 @@ _MIN_SEGMENT_SECONDS: Final = 0.25  # shorter speech gives no usable d-vector
 _VAD: Final = VadOptions(min_silence_duration_ms=100, speech_pad_ms=60)
 
 
+D_VECTORS: Final = "d-vector"  # the encoder that made a vector, where no speaker model did
+
+
 @dataclass(frozen=True, slots=True)
 class KnownSpeaker:
-    """A person the caller knows: their name, and the d-vector of their reference clip."""
+    """A person the caller knows: their name, and their reference clip's vector, as the
+    `encoder` named (a speaker model's identity, or `D_VECTORS`) made it."""
 
     name: str
     vector: Floats  # unit length
+    encoder: str = D_VECTORS
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +100,8 @@ class SpeakerHints:
         kept: dict[str, Any] = {name: count for name, count in counts.items() if count is not None}
         if self.known:
             kept["known"] = [
-                {"name": person.name, "vector": person.vector.tolist()} for person in self.known
+                {"name": person.name, "vector": person.vector.tolist(), "encoder": person.encoder}
+                for person in self.known
             ]
         return kept
 
@@ -100,7 +109,11 @@ class SpeakerHints:
     def of(cls, kept: dict[str, Any]) -> SpeakerHints:
         """The hints `given` kept."""
         known = tuple(
-            KnownSpeaker(person["name"], np.asarray(person["vector"], dtype=np.float32))
+            KnownSpeaker(
+                person["name"],
+                np.asarray(person["vector"], dtype=np.float32),
+                person.get("encoder", D_VECTORS),  # kept before speaker models were
+            )
             for person in kept.get("known", ())
         )
         return cls(
@@ -123,7 +136,7 @@ class SpeakerTurn:
 
 @dataclass(slots=True)
 class VoicedSegments:
-    """Speech in segments of one voice each: their seconds and unit d-vectors, in time
+    """Speech in segments of one voice each: their seconds and unit vectors, in time
     order. A long recording's are gathered piece by piece (a kilobyte per segment) and
     clustered once at its end."""
 
@@ -138,11 +151,32 @@ class VoicedSegments:
 Clusterer = Callable[[Floats, npt.NDArray[np.float64], tuple[int, int]], npt.NDArray[np.int64]]
 
 
+@dataclass(frozen=True, slots=True)
+class VoiceModel:
+    """A speaker model that names each segment's voice in place of the d-vectors (which
+    still find where one voice gives way to another), with the distances its vectors need:
+    `threshold` as `THRESHOLD`, `known_similarity` as `KNOWN_SIMILARITY`."""
+
+    model: SpeakerModel
+    threshold: float
+    known_similarity: float
+
+
 class Diarizer:
-    def __init__(self, encoder: SpeakerEncoder, clusterer: Clusterer | None = None) -> None:
-        """`clusterer`: labels segments' d-vectors (`cluster` unless another is compared)."""
+    def __init__(
+        self,
+        encoder: SpeakerEncoder,
+        clusterer: Clusterer | None = None,
+        voices: VoiceModel | None = None,
+    ) -> None:
+        """`clusterer`: labels segments' vectors (`cluster` unless another is compared);
+        `voices`: the operator's speaker model, if one is set."""
         self._encoder = encoder
-        self._cluster = clusterer or cluster
+        self._voices = voices
+        threshold = THRESHOLD if voices is None else voices.threshold
+        self._cluster = clusterer or functools.partial(cluster, threshold=threshold)
+        self._known_similarity = KNOWN_SIMILARITY if voices is None else voices.known_similarity
+        self.encoder = D_VECTORS if voices is None else voices.model.identity
 
     def turns(self, audio: Floats, hints: SpeakerHints = SpeakerHints()) -> list[SpeakerTurn]:
         """The speaker turns of `audio` (16 kHz mono), in time order; none without speech."""
@@ -156,8 +190,11 @@ class Diarizer:
             windows = self._encoder.window_vectors(audio[_samples(start, end)], STRIDE_FRAMES)
             for first, last in _pieces(windows):
                 begin, finish = _span(first, last, windows.shape[0], start, end)
-                mean = windows[first:last].mean(axis=0)
                 voiced.spans.append((offset + begin, offset + finish))
+                if self._voices is not None:
+                    voiced.vectors.append(self._voices.model.embed(audio[_samples(begin, finish)]))
+                    continue
+                mean = windows[first:last].mean(axis=0)
                 voiced.vectors.append(mean / (np.linalg.norm(mean) + 1e-12))
         return voiced
 
@@ -171,7 +208,7 @@ class Diarizer:
         durations = np.array([end - start for start, end in voiced.spans])
         vectors = np.stack(voiced.vectors)
         speakers = _in_order(self._cluster(vectors, durations, hints.bounds()))
-        names = _names(speakers, vectors, durations, hints.known)
+        names = _names(speakers, vectors, durations, hints.known, self._known_similarity)
         return [
             replace(turn, name=names.get(turn.speaker))
             for turn in _joined(speakers, voiced.spans, duration)
@@ -181,6 +218,8 @@ class Diarizer:
         """`name`'s voice, as a reference clip (16 kHz mono) of them alone holds it."""
         regions = speech_regions(audio)
         speech = np.concatenate([audio[_samples(s, e)] for s, e in regions]) if regions else audio
+        if self._voices is not None:
+            return KnownSpeaker(name, self._voices.model.embed(speech), self.encoder)
         return KnownSpeaker(name, self._encoder.embed(speech))
 
 
@@ -290,9 +329,11 @@ def _names(
     vectors: Floats,
     durations: npt.NDArray[np.float64],
     known: Sequence[KnownSpeaker],
+    known_similarity: float,
 ) -> dict[int, str]:
     """Each known person's speaker: the pairing of speakers and people whose voices are
-    nearest overall, one speaker each, a pair kept only if it is nearer than THRESHOLD."""
+    nearest overall, one speaker each, a pair kept only if more similar than
+    `known_similarity`."""
     if not known:
         return {}
     voices = np.stack(
@@ -306,12 +347,12 @@ def _names(
     return {
         int(row): known[column].name
         for row, column in zip(rows, columns, strict=True)
-        if similarity[row, column] > KNOWN_SIMILARITY
+        if similarity[row, column] > known_similarity
     }
 
 
 def voice_of(vectors: Floats, durations: npt.NDArray[np.float64]) -> Floats:
-    """One speaker's voice: its segments' d-vectors weighted by their durations, unit length."""
+    """One speaker's voice: its segments' vectors weighted by their durations, unit length."""
     weighted = (vectors * durations[:, None]).sum(axis=0)
     unit: Floats = (weighted / (np.linalg.norm(weighted) + 1e-12)).astype(np.float32)
     return unit

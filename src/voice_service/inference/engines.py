@@ -60,7 +60,7 @@ class Engines:
             transcriber=load_transcriber(settings, transcribers[0]) if transcribers else None,
             cloner=load_cloner(speakers, encoder),
             transcriber_name=transcribers[0] if transcribers else "",
-            diarizer=_load_diarizer(encoder),
+            diarizer=load_diarizer(settings, encoder),
         )
 
     def catalogue(self) -> list[EngineVoice]:
@@ -132,11 +132,20 @@ def _load_encoder() -> SpeakerEncoder:
     return SpeakerEncoder()
 
 
-def _load_diarizer(encoder: SpeakerEncoder) -> Diarizer:
-    # Every node has it, whichever engine or provider transcribes.
-    from voice_service.engines.diarization import Diarizer
+def load_diarizer(settings: Settings, encoder: SpeakerEncoder | None = None) -> Diarizer:
+    """The node's diarizer (every node has one, whichever engine or provider transcribes):
+    with the operator's speaker model where one is set."""
+    from voice_service.engines.diarization import Diarizer, VoiceModel
+    from voice_service.engines.speaker_model import SpeakerModel
 
-    return Diarizer(encoder)
+    voices = None
+    if settings.speaker_model is not None:
+        voices = VoiceModel(
+            SpeakerModel(settings.speaker_model),
+            settings.speaker_model_threshold,
+            settings.speaker_model_known_similarity,
+        )
+    return Diarizer(encoder or _load_encoder(), voices=voices)
 
 
 def load_transcriber(settings: Settings, name: str = "whisper") -> SpeechToText:

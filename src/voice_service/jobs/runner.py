@@ -127,6 +127,14 @@ async def _transcribed(runtime: Runtime, job: TranscriptionJob) -> _Transcript:
             raise gone from None
         transcript = _Transcript(job.language, [], VoicedSegments())
         speakers = None if job.speakers is None else SpeakerHints.of(job.speakers)
+        if speakers is not None and any(
+            person.encoder != _diarizer(runtime).encoder for person in speakers.known
+        ):
+            raise JobFailed(
+                InvalidRequest.code,
+                "The job's known speakers were heard with another speaker model than this "
+                "node's (VOICE_SERVICE_SPEAKER_MODEL was changed); submit it again.",
+            )
         # Word times place the changes of speaker.
         options = TranscribeOptions(
             language=job.language,
