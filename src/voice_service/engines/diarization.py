@@ -190,12 +190,13 @@ class Diarizer:
             windows = self._encoder.window_vectors(audio[_samples(start, end)], STRIDE_FRAMES)
             for first, last in _pieces(windows):
                 begin, finish = _span(first, last, windows.shape[0], start, end)
+                if self._voices is None:
+                    mean = windows[first:last].mean(axis=0)
+                    vector = mean / (np.linalg.norm(mean) + 1e-12)
+                else:
+                    vector = self._voices.model.embed(audio[_samples(begin, finish)])
                 voiced.spans.append((offset + begin, offset + finish))
-                if self._voices is not None:
-                    voiced.vectors.append(self._voices.model.embed(audio[_samples(begin, finish)]))
-                    continue
-                mean = windows[first:last].mean(axis=0)
-                voiced.vectors.append(mean / (np.linalg.norm(mean) + 1e-12))
+                voiced.vectors.append(vector)
         return voiced
 
     def turns_of(

@@ -133,7 +133,7 @@ async def _transcribed(runtime: Runtime, job: TranscriptionJob) -> _Transcript:
             raise JobFailed(
                 InvalidRequest.code,
                 "The job's known speakers were heard with another speaker model than this "
-                "node's (VOICE_SERVICE_SPEAKER_MODEL was changed); submit it again.",
+                "node's (VOICE_SERVICE_SPEAKER_MODEL differs); submit it again.",
             )
         # Word times place the changes of speaker.
         options = TranscribeOptions(
