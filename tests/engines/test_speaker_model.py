@@ -111,7 +111,8 @@ def test_a_file_that_is_not_such_a_model_is_refused(campp_file: Path, tmp_path: 
     with pytest.raises(UnusableSpeakerModel, match="sherpa-onnx's layout"):
         SpeakerModel(model_path())  # the d-vector encoder: 40 bands, no output_dim
     for key, value, problem in (
-        ("sample_rate", "8000", "8000 Hz"),
+        ("sample_rate", "8000", "sample_rate '8000'"),
+        ("output_dim", "many", "sherpa-onnx's layout"),
         ("feature_normalize_type", "per-utterance-cmvn", "feature_normalize_type"),
         ("output_dim", "256", "not output_dim"),
     ):

@@ -28,7 +28,7 @@ _FEATURE_NORMALIZATIONS: Final = ("", "global-mean")
 _LOW_HZ: Final = 20.0
 _HIGH_HZ: Final = -400.0  # below the Nyquist frequency, as sherpa-onnx's extractor
 _INT16_SCALE: Final = 32768.0
-MIN_SAMPLES: Final = 400  # one 25 ms frame: shorter audio is padded with silence to it
+_MIN_SAMPLES: Final = 400  # one 25 ms frame: shorter audio is padded with silence to it
 
 
 class UnusableSpeakerModel(ValueError):
@@ -52,13 +52,14 @@ class SpeakerModel:
         metadata = self._session.get_modelmeta().custom_metadata_map
         inputs = self._session.get_inputs()
         bands = inputs[0].shape[-1] if len(inputs) == 1 and len(inputs[0].shape) == 3 else None
-        if not isinstance(bands, int) or "output_dim" not in metadata:
+        if not isinstance(bands, int) or not metadata.get("output_dim", "").isdigit():
             raise UnusableSpeakerModel(
                 f"{path}: not a speaker model in sherpa-onnx's layout (one input of frames x "
                 "filterbank bands, output_dim in its metadata)"
             )
         if metadata.get("sample_rate") != str(SAMPLE_RATE):
-            raise UnusableSpeakerModel(f"{path}: made for {metadata.get('sample_rate')} Hz")
+            rate = metadata.get("sample_rate")
+            raise UnusableSpeakerModel(f"{path}: sample_rate {rate!r} in its metadata, not 16000")
         normalization = metadata.get("feature_normalize_type", "")
         if normalization not in _FEATURE_NORMALIZATIONS:
             raise UnusableSpeakerModel(f"{path}: feature_normalize_type {normalization!r}")
@@ -86,8 +87,8 @@ class SpeakerModel:
 
     def embed(self, audio: npt.NDArray[np.float32]) -> Embedding:
         """The unit-length embedding of `audio` (16 kHz mono, floats in [-1, 1])."""
-        if audio.size < MIN_SAMPLES:
-            audio = np.pad(audio, (0, MIN_SAMPLES - audio.size))
+        if audio.size < _MIN_SAMPLES:
+            audio = np.pad(audio, (0, _MIN_SAMPLES - audio.size))
         fbank = kaldi_native_fbank.OnlineFbank(self._options)
         fbank.accept_waveform(SAMPLE_RATE, np.asarray(audio * self._scale, dtype=np.float32))
         fbank.input_finished()
