@@ -286,7 +286,7 @@ def cluster(
 ) -> npt.NDArray[np.int64]:
     """A speaker label for each row of unit `vectors` (segments of `durations` seconds),
     the count within `bounds`; `threshold`: as `THRESHOLD`, for vectors of another encoder
-    (the benchmark's)."""
+    (a `VoiceModel`'s)."""
     low, high = bounds
     if vectors.shape[0] < 2 or high == 1:
         return np.zeros(vectors.shape[0], dtype=np.int64)
