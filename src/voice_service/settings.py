@@ -249,7 +249,15 @@ class Settings(BaseSettings):
     webhook_retry_seconds: Annotated[str, AfterValidator(_schedule)] = Field(
         "5,300,1800,7200,18000,36000,36000",
         description="Waits before each retry of a webhook delivery that failed (a non-2xx "
-        "answer, or none within 15 s), comma-separated: by default 8 attempts over 27 h.",
+        "answer, or none within WEBHOOK_TIMEOUT_SECONDS), comma-separated: by default 8 "
+        "attempts over 27 h.",
+    )
+    webhook_timeout_seconds: float = Field(
+        15.0,
+        gt=0,
+        le=30,
+        description="The most one webhook delivery attempt may take, from connecting to the "
+        "receiver's answer; a slower receiver's attempt is recorded as a timeout and retried.",
     )
     job_max_upload_bytes: int = Field(
         1024**3, ge=1, description="Largest audio file a transcription job accepts (1 GiB)."

@@ -44,14 +44,20 @@ def new_secret() -> str:
     return "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
 
 
-def attempt_job(delivery_id: str, retry: int, *, at: float = 0, round_: int = 0) -> QueuedJob:
+def attempt_job(
+    delivery_id: str, retry: int, *, at: float = 0, round_: int = 0, deferred: int = 0
+) -> QueuedJob:
     """The queue's entry for one attempt (`retry` 0: the first; `round_` counts
-    redeliveries), keyed so each is queued once."""
+    redeliveries; `deferred` how often it was put off for want of a slot), keyed so each
+    is queued once."""
+    key = f"{delivery_id}:{round_}:{retry}" + (f":{deferred}" if deferred else "")
     return QueuedJob(
         function=DELIVER,
-        kwargs={"delivery_id": delivery_id, "retry": retry},
-        key=f"{delivery_id}:{round_}:{retry}",
+        kwargs={"delivery_id": delivery_id, "retry": retry, "deferred": deferred},
+        key=key,
         scheduled=int(at),
+        # Past the longest attempt deadline (WEBHOOK_TIMEOUT_SECONDS): only our own
+        # hang (the database away while recording) reaches it.
         timeout=60,
         # A receiver's failure is recorded and the next attempt queued by the attempt
         # itself; these retries are for ours (the database away while it records).
