@@ -33,8 +33,29 @@ INTERNAL = [
     "::ffff:10.0.0.1",  # an internal IPv4 address in IPv6 clothing
     "::ffff:127.0.0.1",
     "::",
+    # IPv6 spellings that carry an internal IPv4 address, and ranges reserved or retired
+    "64:ff9b::a9fe:a9fe",  # NAT64 of 169.254.169.254
+    "64:ff9b::7f00:1",
+    "64:ff9b:1::808:808",  # a network's own NAT64 prefix
+    "::127.0.0.1",  # IPv4-compatible
+    "::ffff:0:7f00:1",  # IPv4-translated
+    "::ffff:0:a00:1",
+    "2002:7f00:1::1",  # 6to4 of 127.0.0.1
+    "2002:a9fe:a9fe::1",
+    "2001:0:4136:e378:8000:63bf:3fff:fdd2",  # Teredo
+    "fec0::1",  # site-local
+    "100::1",  # discard-only
+    "2001:db8::1",  # documentation
 ]
-PUBLIC = ["93.184.216.34", "8.8.8.8", "1.1.1.1", "2606:4700:4700::1111", "::ffff:8.8.8.8"]
+PUBLIC = [
+    "93.184.216.34",
+    "8.8.8.8",
+    "1.1.1.1",
+    "2606:4700:4700::1111",
+    "::ffff:8.8.8.8",
+    "64:ff9b::808:808",  # NAT64 of a public address
+    "2002:808:808::1",  # 6to4 of one
+]
 
 
 @pytest.mark.parametrize("address", INTERNAL)
@@ -58,6 +79,11 @@ def test_public_addresses_are(address: str) -> None:
         "https://169.254.169.254/latest/meta-data",
         "https://[fd00::5]/hook",
         "https://[::ffff:192.168.0.1]/hook",
+        "https://[64:ff9b::a9fe:a9fe]/latest/meta-data",
+        "https://[::127.0.0.1]/hook",
+        "https://[::ffff:0:7f00:1]/hook",
+        "https://[2002:7f00:1::1]/hook",
+        "https://[fec0::1]/hook",
     ],
 )
 async def test_loopback_private_and_link_local_urls_are_refused(url: str) -> None:
@@ -105,3 +131,9 @@ async def test_allowed_hosts_may_be_internal_and_plain_http() -> None:
 def test_a_bad_allowed_host_is_named(value: str) -> None:
     with pytest.raises(ValueError, match="not host or host:port"):
         parse_hosts(value)
+
+
+@pytest.mark.parametrize("url", ["http://93.184.216.34/hook", "https://10.1.2.3/hook"])
+async def test_a_refusal_names_the_setting_that_would_allow_it(url: str) -> None:
+    with pytest.raises(OutboundRefused, match="VOICE_SERVICE_OUTBOUND_ALLOWED_HOSTS"):
+        await OutboundPolicy().check(url)

@@ -57,11 +57,15 @@ class OutboundPolicy:
         host = parts.hostname
         allowed = self.allows(host, port)
         if parts.scheme == "http" and not allowed:
-            raise OutboundRefused("the URL must be https (http only to hosts the operator allows)")
+            raise OutboundRefused(
+                "the URL must be https (http only to hosts the operator allows in "
+                "VOICE_SERVICE_OUTBOUND_ALLOWED_HOSTS)"
+            )
         address = await _resolve(host, port)
         if not allowed and not is_public(address):
             raise OutboundRefused(
-                f"{host} is a private, loopback or link-local address (or resolves to one)"
+                f"{host} is a private, loopback or link-local address (or resolves to one); "
+                "the operator may allow it in VOICE_SERVICE_OUTBOUND_ALLOWED_HOSTS"
             )
         shown = f"[{address}]" if address.version == 6 else str(address)
         netloc = f"{shown}:{port}"
@@ -73,10 +77,36 @@ class OutboundPolicy:
 def is_public(address: IpAddress) -> bool:
     """An address on the public internet: not private (10/8, 172.16/12, 192.168/16,
     fc00::/7), loopback, link-local (169.254/16, fe80::/10), shared (100.64/10), multicast,
-    reserved or unspecified; an IPv4 address mapped into IPv6 is judged as itself."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
+    reserved, site-local (fec0::/10) or unspecified. An IPv6 address that carries an IPv4
+    one (mapped, translated, compatible, NAT64, 6to4) is judged as the IPv4 address it
+    reaches."""
+    if isinstance(address, ipaddress.IPv6Address):
+        embedded = _embedded_ipv4(address)
+        if embedded is not None:
+            return is_public(embedded)
+        if address.is_reserved or address.is_site_local or address in _NAT64_LOCAL:
+            return False
     return address.is_global and not address.is_multicast
+
+
+# IPv6 ranges whose last 32 bits are an IPv4 address the packet goes on to.
+_CARRY_IPV4 = (
+    ipaddress.IPv6Network("::ffff:0:0:0/96"),  # IPv4-translated (RFC 2765)
+    ipaddress.IPv6Network("::/96"),  # IPv4-compatible (deprecated), :: and ::1 among them
+    ipaddress.IPv6Network("64:ff9b::/96"),  # NAT64's well-known prefix (RFC 6052)
+)
+# NAT64 prefixes of a network's own (RFC 8215): where they lead is the network's business.
+_NAT64_LOCAL = ipaddress.IPv6Network("64:ff9b:1::/48")
+
+
+def _embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address.sixtofour is not None:
+        return address.sixtofour
+    if any(address in network for network in _CARRY_IPV4):
+        return ipaddress.IPv4Address(int(address) & 0xFFFF_FFFF)
+    return None
 
 
 async def _resolve(host: str, port: int) -> IpAddress:
