@@ -170,7 +170,9 @@ async def test_a_line_past_the_limit(node: Node) -> None:
     assert answer["code"] == "INVALID_REQUEST", answer
 
 
-async def test_a_client_that_leaves_mid_answer_is_not_billed(node: Node) -> None:
+async def test_a_client_that_leaves_mid_answer_is_billed_the_audio_it_was_sent(
+    node: Node,
+) -> None:
     before = await books_of(node.tenants, node.tenant.key_id)
     async with connected(node.ports[MAIN]) as client:
         await send(client, Synthesize(LONG_TEXT, SynthesizeVoice(JOE)))
@@ -178,12 +180,38 @@ async def test_a_client_that_leaves_mid_answer_is_not_billed(node: Node) -> None
     books = await new_rows(node.tenants, node.tenant.key_id, before)
     (row,) = books.logged
     assert (row.status, row.error_code) == (499, "CLIENT_CLOSED_REQUEST")
-    assert books.billed == []
+    (usage,) = books.billed
+    assert 0 < usage.units < len(LONG_TEXT)
 
 
-async def test_a_client_that_leaves_mid_request_is_not_billed(node: Node) -> None:
+async def test_streamed_text_left_without_its_stop_is_billed_the_audio_it_was_sent(
+    node: Node,
+) -> None:
+    """Home Assistant's streamed synthesis, its audio read, the connection closed without
+    `synthesize-stop`: what was spoken is billed, and the row says how it ended."""
+    sentences = [f"Sentence number {n} is spoken as soon as it ends. " for n in range(8)]
+    before = await books_of(node.tenants, node.tenant.key_id)
+    async with connected(node.ports[MAIN]) as client:
+        await send(client, SynthesizeStart(), *(SynthesizeChunk(text) for text in sentences))
+        for _ in range(3):
+            assert (await read_until(client, "audio-chunk")).error is None
+    books = await new_rows(node.tenants, node.tenant.key_id, before)
+    (row,) = books.logged
+    assert (row.path, row.status, row.error_code) == (
+        "/wyoming/synthesize-stream",
+        499,
+        "CLIENT_CLOSED_REQUEST",
+    )
+    (usage,) = books.billed
+    assert 0 < usage.units <= len("".join(sentences))
+
+
+async def test_a_client_that_leaves_mid_request_is_billed_only_audio_it_was_sent(
+    node: Node,
+) -> None:
     """Mid-way through its audio, or through its streamed text: the request is logged as
-    ended there (499) once the node sees the connection close."""
+    ended there (499) once the node sees the connection close; audio in is not billed
+    unless transcribed."""
     before = await books_of(node.tenants, node.tenant.key_id)
     async with connected(node.ports[MAIN]) as client:
         events = list(audio_events(bytes(2 * 16_000 * 2), 16_000))
@@ -196,7 +224,8 @@ async def test_a_client_that_leaves_mid_request_is_not_billed(node: Node) -> Non
         ("/wyoming/synthesize-stream", 499),
         ("/wyoming/transcribe", 499),
     ]
-    assert books.billed == []
+    (spoken,) = books.billed
+    assert spoken.units == len("The first clause,")  # its audio: the space after says nothing
 
 
 async def test_text_past_the_longest_spoken(node: Node) -> None:

@@ -12,7 +12,8 @@ how the request ended tells it, once:
 - `billed(charge)`: a success's transaction; leaving it commits the usage row and the log
   row with the success's own writes, or nothing (a client gone by then: 499, not billed);
 - `stream_ended(charge, outcome, bytes_sent)`: a streamed answer, billed if all of it went
-  out, else logged with why it did not;
+  out, else logged with why it did not; `stream_cut_short` bills the part that went out
+  (Wyoming's speech, as a WebSocket session is billed for what it used);
 - `failed(error)`: an error answer is about to be sent; `answered(status)` then writes its
   row as the response starts (the middleware calls it for every answer: it does nothing for
   a request already settled or whose stream writes its own row).
@@ -297,22 +298,34 @@ class Ledger:
         self._error_code = outcome.code
         await self._log(outcome.status, outcome.code, bytes_sent)
 
+    async def stream_cut_short(self, sent: Charge, outcome: ApiError, bytes_sent: int) -> None:
+        """A stream stopped part-way (`outcome` says why: its client left, it failed) after
+        the audio `sent` counts went out: billed for that audio, logged with the outcome's
+        status and code."""
+        self._error_code = outcome.code
+        await self._bill_used(sent, outcome.status, bytes_sent, outcome.code)
+
     async def session_ended(
         self, charge: Charge, bytes_sent: int, error_code: str | None = None
     ) -> None:
         """A WebSocket session closed, whatever closed it: billed for what it used (its
         client may be long gone), logged with the upgrade's status, 101, and the code of
         the error that ended it, if one did."""
+        await self._bill_used(charge, 101, bytes_sent, error_code)
+
+    async def _bill_used(
+        self, charge: Charge, status: int, bytes_sent: int, error_code: str | None
+    ) -> None:
         if charge.units > 0:
             try:
-                async with self._billing(charge, 101, bytes_sent, error_code):
+                async with self._billing(charge, status, bytes_sent, error_code):
                     return
             except Exception as exc:
                 log_failure(self.request_id, exc)
                 self._error_code = InternalError.code
                 await self._log(InternalError.status, InternalError.code, bytes_sent)
                 return
-        await self._log(101, error_code, bytes_sent)
+        await self._log(status, error_code, bytes_sent)
 
     # --- the rows -------------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ A request is a `describe`, a `synthesize`, a streamed synthesis (`synthesize-sta
 `code` the API's error code) and the connection reads on; what is not a Wyoming event is
 answered the same way and the connection closed. Events of other domains (wake words,
 intents) are dropped, as Wyoming servers do. Whatever ends the connection, a request under
-way is logged as ended there and not billed.
+way is logged as ended there, billed only the speech whose audio went out.
 """
 
 from __future__ import annotations
@@ -212,7 +212,8 @@ class WyomingHandler(AsyncEventHandler):
         await ledger.refused(error)
 
     async def _failed(self, ledger: Ledger, exc: Exception) -> None:
-        """A streamed request failed part-way: its error event, its row, nothing billed."""
+        """A streamed request failed part-way: its error event, its row (billed only the
+        speech whose audio went out)."""
         await self._abandon(failure_answer(ledger.request_id, exc))
 
     async def _abandon(self, error: ApiError) -> None:

@@ -6,7 +6,8 @@ Audio goes out as raw 16-bit mono PCM at the voice's own rate (`audio-start`,
 `audio-chunk`s, `audio-stop`), chunk by chunk as the engine speaks. Streamed text is spoken
 clause by clause as each clause's end arrives (`speech.clauses`), in one audio stream,
 followed by `synthesize-stopped`. A request is billed its characters, as the HTTP API bills
-them, once all of its audio went out; one that failed, or whose client left, is not.
+them, once all of its audio went out; one that failed, or whose client left, is billed the
+characters whose audio went out, as a WebSocket session is, and its row says why it ended.
 """
 
 from __future__ import annotations
@@ -103,36 +104,48 @@ def _speaks(voice_tag: str, asked: str, *, exactly: bool) -> bool:
 
 async def spoken_pcm(
     context: AppContext, voice: Voice, text: str, ledger: Ledger
-) -> AsyncIterator[tuple[int, bytes]]:
-    """(rate, raw PCM) as the voice says `text`, chunk by chunk."""
+) -> AsyncIterator[tuple[int, bytes, int]]:
+    """(rate, raw PCM, the characters it says) as the voice says `text`, chunk by chunk. A
+    provider's voice says when each character is spoken only for the whole text: its
+    characters come with an empty last chunk, after all of its audio."""
     if is_remote(context, voice):
-        assert PROVIDER_PCM.sample_rate is not None
+        rate = PROVIDER_PCM.sample_rate
+        assert rate is not None
         made = speech_chunks(context, voice, text, ledger, PROVIDER_PCM, streaming=True)
         async with aclosing(made) as pieces:
             async for piece in pieces:
-                yield PROVIDER_PCM.sample_rate, piece
+                yield rate, piece, 0
+        yield rate, b"", len(text)
         return
     encoder = AudioEncoder(PCM, streaming=True)
     timed = timed_speech(context, voice, text, ledger, PCM, streaming=True, encoder=encoder)
+    unsaid = 0  # characters whose audio the encoder still holds
     async with aclosing(timed) as chunks:
         async for chunk in chunks:
+            unsaid += len(chunk.alignment.characters)
             if chunk.audio:
                 assert encoder.sample_rate is not None
-                yield encoder.sample_rate, chunk.audio
+                yield encoder.sample_rate, chunk.audio, unsaid
+                unsaid = 0
 
 
 class AudioOut:
-    """One answer's audio: `audio-start` before its first chunk, `audio-stop` at its end."""
+    """One answer's audio: `audio-start` before its first chunk, `audio-stop` at its end;
+    `characters`: those whose audio has gone out, which an answer cut short is billed."""
 
     def __init__(self, connection: Connection) -> None:
         self._connection = connection
         self._rate: int | None = None
+        self.characters = 0
 
-    async def send(self, rate: int, pcm: bytes) -> None:
-        if self._rate is None:
-            self._rate = rate
-            await self._connection.send(AudioStart(rate=rate, width=WIDTH, channels=1))
-        await self._connection.send(AudioChunk(rate=rate, width=WIDTH, channels=1, audio=pcm))
+    async def send(self, rate: int, pcm: bytes, characters: int) -> None:
+        if pcm:
+            if self._rate is None:
+                self._rate = rate
+                await self._connection.send(AudioStart(rate=rate, width=WIDTH, channels=1))
+            chunk = AudioChunk(rate=rate, width=WIDTH, channels=1, audio=pcm)
+            await self._connection.send(chunk)
+        self.characters += characters
 
     async def end(self) -> None:
         if self._rate is None:  # nothing was said: still a whole (empty) answer
@@ -157,11 +170,11 @@ async def synthesize(
     ledger.stream_starting()
     audio = AudioOut(connection)
     try:
-        async for rate, pcm in spoken_pcm(context, voice, request.text, ledger):
-            await audio.send(rate, pcm)
+        async for rate, pcm, characters in spoken_pcm(context, voice, request.text, ledger):
+            await audio.send(rate, pcm, characters)
         await audio.end()
     except Exception as exc:
-        await _failed(connection, ledger, charge, exc)
+        await _failed(connection, ledger, _sent(voice, audio), exc)
         return
     await ledger.stream_ended(charge, None, connection.bytes_sent)
 
@@ -219,37 +232,41 @@ class StreamedSynthesis:
         await asyncio.shield(self._speaker)
 
     async def abandon(self, error: ApiError) -> None:
-        """The request ends unfinished (the client left, a cap, the node stopping): not
-        billed."""
+        """The request ends unfinished (the client left, a cap, the node stopping): billed
+        the characters whose audio went out."""
         self._speaker.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._speaker
         if not self.ledger.settled:
-            await self.ledger.stream_ended(self._charge, error, self._connection.bytes_sent)
-
-    @property
-    def _charge(self) -> Charge:
-        """What the text taken costs: one unit per character, as `speech_charge`."""
-        return Charge(UsageEndpoint.TEXT_TO_SPEECH, self._received, self._voice.id)
+            sent = _sent(self._voice, self._audio)
+            await self.ledger.stream_cut_short(sent, error, self._connection.bytes_sent)
 
     async def _speak(self) -> None:
         try:
             while (clause := await self._clauses.get()) is not None:
-                async for rate, pcm in spoken_pcm(self._context, self._voice, clause, self.ledger):
-                    await self._audio.send(rate, pcm)
+                spoken = spoken_pcm(self._context, self._voice, clause, self.ledger)
+                async for rate, pcm, characters in spoken:
+                    await self._audio.send(rate, pcm, characters)
             await self._audio.end()
             await self._connection.send(SynthesizeStopped())
         except Exception as exc:
-            self.failure = await _failed(self._connection, self.ledger, self._charge, exc)
+            sent = _sent(self._voice, self._audio)
+            self.failure = await _failed(self._connection, self.ledger, sent, exc)
             return
-        await self.ledger.stream_ended(self._charge, None, self._connection.bytes_sent)
+        # What the text taken costs: one unit per character, as `speech_charge`.
+        charge = Charge(UsageEndpoint.TEXT_TO_SPEECH, self._received, self._voice.id)
+        await self.ledger.stream_ended(charge, None, self._connection.bytes_sent)
 
 
-async def _failed(
-    connection: Connection, ledger: Ledger, charge: Charge, exc: Exception
-) -> ApiError:
-    """Speaking failed part-way: the error event, a row saying why, nothing billed."""
+def _sent(voice: Voice, audio: AudioOut) -> Charge:
+    """What the audio that went out costs: its characters."""
+    return Charge(UsageEndpoint.TEXT_TO_SPEECH, audio.characters, voice.id)
+
+
+async def _failed(connection: Connection, ledger: Ledger, sent: Charge, exc: Exception) -> ApiError:
+    """Speaking failed part-way: the error event, and a row saying why, billed the audio
+    that went out."""
     error = failure_answer(ledger.request_id, exc)
     await connection.refuse(error)
-    await ledger.stream_ended(charge, error, connection.bytes_sent)
+    await ledger.stream_cut_short(sent, error, connection.bytes_sent)
     return error
