@@ -74,6 +74,22 @@ async def test_two_people_come_back_as_two_speakers_each_word_labelled(
     assert spoken.split() == body["text"].split()
 
 
+async def test_diarized_text_is_the_plain_text_word_for_word(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    """Where a change of speaker splits a decoded segment, the words keep their spaces: the
+    text, and the segments read in order, are the transcript without speakers."""
+    audio, _ = conversation(TWO)
+    plain = await diarized(client, tenant, audio, diarize="false", timestamps="word")
+    told = await diarized(client, tenant, audio, timestamps="word")
+    assert plain.status_code == told.status_code == 200, (plain.text, told.text)
+    words = plain.json()["text"].split()
+    segments = told.json()["segments"]
+    assert len(segments) > len(plain.json()["segments"])  # a segment was split
+    assert told.json()["text"].split() == words
+    assert " ".join(segment["text"] for segment in segments).split() == words
+
+
 async def test_three_people_come_back_as_three_speakers(
     client: httpx.AsyncClient, tenant: Tenant
 ) -> None:

@@ -16,10 +16,13 @@ from voice_service.engines.diarization import (
     THRESHOLD,
     VAD_BLOCK_SECONDS,
     Diarizer,
+    SpeakerTurn,
     VoicedSegments,
+    attributed,
     cluster,
     speech_regions,
 )
+from voice_service.engines.protocols import Segment, Word
 from voice_service.engines.speaker_embedding import SAMPLE_RATE, SpeakerEncoder
 
 ROUNDS = [
@@ -105,3 +108,32 @@ def test_the_clustering_threshold_decides_whether_two_voices_are_one() -> None:
     assert set(cluster(vectors, durations, (1, MAX_SPEAKERS)).tolist()) == {0}
     split = cluster(vectors, durations, (1, MAX_SPEAKERS), threshold=0.35)
     assert split.tolist() in ([0, 0, 1, 1], [1, 1, 0, 0])
+
+
+@pytest.mark.parametrize(
+    ("text", "words", "parts"),
+    [
+        (
+            "I read the sample, slowly and clearly.",
+            ["I", "read", "the", "sample,", "slowly", "and", "clearly."],
+            ["I read the sample,", "slowly and clearly."],
+        ),
+        # Japanese writes no spaces between words: none are added.
+        (
+            "今日は晴れです。明日は雨です。",
+            ["今日", "は", "晴れ", "です。", "明日", "は", "雨", "です。"],
+            ["今日は晴れです。", "明日は雨です。"],
+        ),
+    ],
+)
+def test_a_segment_split_between_speakers_keeps_the_decoders_spacing(
+    text: str, words: list[str], parts: list[str]
+) -> None:
+    half = 4  # words the first speaker says, in either case
+    timed = tuple(Word(word, float(n), n + 0.9) for n, word in enumerate(words))
+    turns = [SpeakerTurn(0, 0.0, half - 0.05), SpeakerTurn(1, half - 0.05, len(words) + 1.0)]
+    said = attributed([Segment(text, 0.0, float(len(words)), timed)], turns)
+    assert [(segment.text, segment.speaker) for segment in said] == [
+        (parts[0], "speaker_0"),
+        (parts[1], "speaker_1"),
+    ]

@@ -417,16 +417,35 @@ def attributed(segments: Sequence[Segment], turns: Sequence[SpeakerTurn]) -> lis
         said += [
             replace(
                 segment,
-                text="".join(word.word for word in run).strip(),
+                text=text,
                 start=run[0].start,
                 end=run[-1].end,
                 words=tuple(run),
                 tokens=(),  # the decoder's tokens are the whole segment's
                 speaker=run[0].speaker,
             )
-            for run in runs
+            for run, text in zip(runs, _texts_of(segment.text, runs), strict=True)
         ]
     return said
+
+
+def _texts_of(text: str, runs: Sequence[Sequence[Word]]) -> list[str]:
+    """Each run's part of its segment's `text`, cut where the run's first word starts, so
+    the spaces between words (or their absence, in Chinese or Japanese) and the
+    punctuation stay as the decoder wrote them. Words that are not found in order in the
+    text (a provider's own words) are joined with spaces."""
+    starts: list[int] = []
+    cursor = 0
+    for run in runs:
+        for index, word in enumerate(run):
+            found = text.find(word.word, cursor)
+            if found < 0:
+                return [" ".join(word.word for word in run).strip() for run in runs]
+            if index == 0:
+                starts.append(found)
+            cursor = found + len(word.word)
+    cuts = [0, *starts[1:], len(text)]
+    return [text[start:end].strip() for start, end in itertools.pairwise(cuts)]
 
 
 def _speaker_of(start: float, end: float, turns: Sequence[SpeakerTurn]) -> str:
