@@ -335,6 +335,13 @@ class Settings(BaseSettings):
         "[HOST:]PORT=KEY_ID entries, comma-separated (`serve --wyoming`). Each makes its "
         "requests as the API key KEY_ID; HOST defaults to 127.0.0.1.",
     )
+    wyoming_max_connections: int = Field(
+        100,
+        ge=1,
+        description="Open connections per Wyoming listener (per process); one more is told "
+        "so and closed. Each listener also keeps a share of MAX_CONNECTIONS that the others "
+        "cannot take.",
+    )
     wyoming_zeroconf: bool = Field(
         False,
         description="Announce each Wyoming listener that is not on a loopback address over "

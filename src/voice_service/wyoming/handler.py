@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from typing import TYPE_CHECKING
 
 from wyoming.event import Event
@@ -38,6 +39,21 @@ from voice_service.wyoming.speaking import StreamedSynthesis, parsed_text, synth
 if TYPE_CHECKING:
     from asyncio import StreamReader, StreamWriter
 
+# What keeps a connection open: an event of a request (a ping, or another domain's event,
+# which is dropped, does not).
+REQUESTS = frozenset(
+    {
+        "describe",
+        "synthesize",
+        "synthesize-start",
+        "synthesize-chunk",
+        "synthesize-stop",
+        "transcribe",
+        "audio-start",
+        "audio-chunk",
+        "audio-stop",
+    }
+)
 STOPPING = "This node is stopping: connect again (to it once restarted, or to another node)."
 
 
@@ -64,21 +80,28 @@ class WyomingHandler(AsyncEventHandler):
         return self._synthesis is not None or self._transcription is not None
 
     async def run(self) -> None:
-        """Events until the client leaves, sends what is not an event, or the node stops
-        while no request is under way."""
+        """Events until the client leaves, sends what is not an event, makes no request
+        for the idle timeout (pings and other domains' events do not count), or the node
+        stops while no request is under way."""
         idle = self._context.settings.realtime_idle_seconds
+        idle_until = time.monotonic() + idle
         try:
             while True:
-                event = await self._next_event(idle)
+                quiet = idle_until - time.monotonic()
+                event = await self._next_event(idle if self.busy else max(0.0, min(idle, quiet)))
                 if event is None or isinstance(event, Left):
                     break
                 if isinstance(event, Unreadable):
                     error = InvalidRequest(f"Not a Wyoming event: {event.reason}.")
+                    if event.silent and not self.busy and time.monotonic() >= idle_until:
+                        error = InvalidRequest(f"No request for {idle:g} s (pings do not count).")
                     if self.busy:  # the request under way ends with it
                         await self._abandon(error)
                     else:
                         await self._connection.refuse(error)
                     break
+                if event.type in REQUESTS:
+                    idle_until = time.monotonic() + idle
                 await self.handle_event(event)
         finally:
             await self._abandon(ClientClosedRequest())

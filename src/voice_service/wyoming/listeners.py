@@ -4,9 +4,13 @@ node stops.
 
 Each listener is the `wyoming` package's TCP server. With several worker processes, each
 process listens on the same port (SO_REUSEPORT) and the kernel spreads connections over
-them. Connections count against the node's `VOICE_SERVICE_MAX_CONNECTIONS` (a client over
-it gets an `error` event at once) and in /metrics. A stopping node takes no new
-connection or request; a request under way finishes within the drain timeout.
+them. Connections count against the node's `VOICE_SERVICE_MAX_CONNECTIONS` and their
+listener's `VOICE_SERVICE_WYOMING_MAX_CONNECTIONS` (a client over either gets an `error`
+event at once) and in /metrics. Wyoming asks no credential, so one listener's clients must
+not take another's connections: each listener keeps a reserve of the node's connections
+that only it may use, and a connection that makes no request for the idle timeout is
+closed however often it pings. A stopping node takes no new connection or request; a
+request under way finishes within the drain timeout.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ class Listener(AsyncTcpServer):
         self.binding = binding
         self._shared = shared
         self._listening: asyncio.Server | None = None
+        self.open = 0  # connections being served
 
     async def start(self, handler_factory: HandlerFactory) -> None:
         self._listening = await asyncio.start_server(
@@ -80,7 +85,11 @@ class WyomingListeners:
             Listener(binding, shared=shared) for binding in settings.wyoming_listeners
         ]
         self._capacity = max(1, settings.max_connections // max(1, settings.workers))
-        self.open = 0  # connections being served
+        self._per_listener = settings.wyoming_max_connections
+        # Half the node's connections are kept, in equal shares, for listeners that use
+        # fewer; the other half go to whichever listener asks first.
+        self._reserve = min(self._per_listener, self._capacity // (2 * max(1, len(self.listeners))))
+        self.open = 0  # connections being served, on every listener
         self.stopping = asyncio.Event()
         self._zeroconf: AsyncZeroconf | None = None
 
@@ -101,7 +110,7 @@ class WyomingListeners:
     async def start(self) -> None:
         for listener in self.listeners:
             await self._warn_unless_usable(listener.binding)
-            await listener.start(partial(self._handler, listener.binding.key_id))
+            await listener.start(partial(self._handler, listener))
             logger.info(
                 "Wyoming listener on %s:%d for key %s",
                 listener.host,
@@ -130,19 +139,34 @@ class WyomingListeners:
             await asyncio.gather(*tasks, return_exceptions=True)
 
     def _handler(
-        self, key_id: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self, listener: Listener, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> AsyncEventHandler:
-        if self.stopping.is_set():
-            return _Refusal(reader, writer, ProviderError(STOPPING))
-        if self.open >= self._capacity:
-            busy = ProviderError(
-                f"This node has {self.open} connections open, its limit "
-                "(VOICE_SERVICE_MAX_CONNECTIONS): connect again later, or to another node."
-            )
-            return _Refusal(reader, writer, busy)
-        return _Counted(self, reader, writer, self._context, key_id, self.stopping)
+        refusal = ProviderError(STOPPING) if self.stopping.is_set() else self._full(listener)
+        if refusal is not None:
+            return _Refusal(reader, writer, refusal)
+        key_id = listener.binding.key_id
+        return _Counted(self, listener, reader, writer, self._context, key_id, self.stopping)
 
-    def connected(self, change: int) -> None:
+    def _full(self, listener: Listener) -> ApiError | None:
+        """Why the listener may take no connection more now, if it may not."""
+        if listener.open >= self._per_listener:
+            return ProviderError(
+                f"This listener has {listener.open} connections open, its limit "
+                "(VOICE_SERVICE_WYOMING_MAX_CONNECTIONS): connect again later."
+            )
+        kept = sum(
+            max(0, self._reserve - other.open) for other in self.listeners if other is not listener
+        )
+        if self.open + kept >= self._capacity:
+            return ProviderError(
+                f"This node has {self.open} connections open, its limit "
+                "(VOICE_SERVICE_MAX_CONNECTIONS) less those kept for its other listeners: "
+                "connect again later, or to another node."
+            )
+        return None
+
+    def connected(self, listener: Listener, change: int) -> None:
+        listener.open += change
         self.open += change
         self._context.metrics.wyoming_connections.inc(change)
 
@@ -207,6 +231,7 @@ class _Counted(WyomingHandler):
     def __init__(
         self,
         listeners: WyomingListeners,
+        listener: Listener,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         context: AppContext,
@@ -215,13 +240,14 @@ class _Counted(WyomingHandler):
     ) -> None:
         super().__init__(reader, writer, context, key_id, stopping)
         self._listeners = listeners
-        listeners.connected(+1)
+        self._listener = listener
+        listeners.connected(listener, +1)
 
     async def run(self) -> None:
         try:
             await super().run()
         finally:
-            self._listeners.connected(-1)
+            self._listeners.connected(self._listener, -1)
 
 
 class _Refusal(AsyncEventHandler):

@@ -21,6 +21,7 @@ class Unreadable:
     the idle timeout: the connection is answered with an error event and closed."""
 
     reason: str
+    silent: bool = False  # nothing at all arrived: the client is idle, not broken
 
 
 class Left:
@@ -47,7 +48,7 @@ class _BoundedReader:
         except ValueError:  # longer than the stream's limit: not a line of an event
             raise _Refused("a line longer than the protocol allows") from None
         except TimeoutError:
-            raise _Refused(f"nothing arrived for {self._idle:g} s") from None
+            raise _Refused(f"nothing arrived for {self._idle:g} s", silent=True) from None
         self.at_eof = not line
         return line
 
@@ -66,7 +67,9 @@ class _BoundedReader:
 
 
 class _Refused(Exception):
-    pass
+    def __init__(self, reason: str, *, silent: bool = False) -> None:
+        super().__init__(reason)
+        self.silent = silent
 
 
 async def read_event(
@@ -77,7 +80,7 @@ async def read_event(
     try:
         event = await async_read_event(cast(asyncio.StreamReader, bounded))
     except _Refused as refused:
-        return Unreadable(str(refused))
+        return Unreadable(str(refused), silent=refused.silent)
     except (asyncio.IncompleteReadError, ConnectionError):
         return LEFT
     except (KeyError, TypeError, AttributeError, RecursionError):  # JSON of another shape
