@@ -2,7 +2,8 @@
 
 A case is a seed variant plus a short list of mutations, so it is small to describe and
 cheap to replay; both the suite's hypothesis test and the `fuzz` harness go through
-`run_case`, the path an upload takes: `identify_audio`, then `decode_audio`.
+`run_case`, the path an upload takes: `identify_audio`, then `decode_audio` (a job's upload
+is measured first, with `measuring`).
 """
 
 from __future__ import annotations
@@ -24,8 +25,14 @@ from voice_service.audio.decode import (
     NonFiniteAudio,
     UndecodableAudio,
     decode_audio,
+    measuring,
 )
-from voice_service.audio.formats import OPENAI_AUDIO, UnsupportedAudio, identify_audio
+from voice_service.audio.formats import (
+    OPENAI_AUDIO,
+    UnsupportedAudio,
+    UploadFormat,
+    identify_audio,
+)
 from voice_service.engines.protocols import Pcm
 
 # The service's own bound (Settings.max_audio_seconds), so a mutation that inflates the
@@ -209,6 +216,8 @@ def run_case(data: bytes, folder: Path) -> str:
 def _outcome(path: Path) -> str:
     try:
         fmt = identify_audio(path, OPENAI_AUDIO)
+        if (finding := _measuring_finding(path, fmt)) is not None:
+            return finding
         audio = decode_audio(path, max_seconds=MAX_SECONDS, fmt=fmt)
     except REFUSALS as exc:
         return type(exc).__name__
@@ -221,6 +230,19 @@ def _outcome(path: Path) -> str:
     if not 0 < audio.duration_seconds <= MAX_SECONDS:
         return f"invalid:duration {audio.duration_seconds}"
     return "decoded"
+
+
+def _measuring_finding(path: Path, fmt: UploadFormat) -> str | None:
+    """What measuring the file as a job's upload raised other than a refusal, if anything:
+    it reads the container's stated duration and packed frames, which decoding does not."""
+    try:
+        for _ in measuring(path, max_seconds=MAX_SECONDS, fmt=fmt):
+            pass
+    except REFUSALS:
+        return None
+    except Exception as exc:
+        return f"error:measuring:{type(exc).__name__}:{exc}"
+    return None
 
 
 class _Collect(logging.Handler):

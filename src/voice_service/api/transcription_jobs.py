@@ -366,9 +366,17 @@ async def get_job(
     PATH + "/{job_id}",
     summary="Cancel a job under way, or delete one that has ended with its audio and transcript",
     response_model=TranscriptionJobOut,
-    responses={**error_responses(404), 204: {"description": "Deleted."}},
+    responses={
+        **error_responses(404),
+        200: {
+            "description": "It was under way when asked: cancelled (by this request or one "
+            "beside it) and kept, or ended meanwhile; the job as it is now."
+        },
+        204: {"description": "It had ended: deleted."},
+    },
 )
 async def delete_job(job_id: JobId, context: Context, principal: JobsReader) -> Response:
+    # The job as this request finds it decides: under way, it is cancelled and kept.
     job = await _find(context, principal, job_id)
     cancelled = await cancel_or_delete(context, _workers(context).queue, job)
     if cancelled is None:

@@ -4,6 +4,8 @@ The decode streams packet by packet, so memory holds the output and one frame at
 The duration is counted from decoded samples, because container headers can be wrong (or
 lie on purpose): a few kilobytes of Opus or MP3 silence can decode to hours. We stop as soon
 as the count passes `max_seconds`, so neither memory nor CPU time grows past that bound.
+Measuring a job's upload also believes a container that states it is too long, and refuses
+it before decoding anything (a header that understates is still caught by the count).
 """
 
 from __future__ import annotations
@@ -24,13 +26,14 @@ import numpy.typing as npt
 from voice_service.audio.formats import UploadFormat, demuxer_name, plausible_layout, use_only
 
 __all__ = [
+    "MEASURE_STEP_SECONDS",
     "AudioTooLong",
     "DecodedAudio",
     "NonFiniteAudio",
     "UndecodableAudio",
     "decode_audio",
     "decode_chunks",
-    "measure_audio",
+    "measuring",
 ]
 
 logger = logging.getLogger(__name__)
@@ -40,6 +43,23 @@ DEFAULT_RATE = 16_000
 # A corrupt stretch makes the decoder fail packet after packet; past this many failures in a
 # row we treat the rest of the file as lost rather than spin over it.
 _MAX_CONSECUTIVE_ERRORS = 32
+
+# A measurement reports (and, in the pool, hands its worker back) after this much audio:
+# little decoding for a request to wait behind on a node of one worker, even in Opus's
+# shortest frames, and few enough steps that handing the worker back costs nothing.
+MEASURE_STEP_SECONDS = 60
+
+# Containers whose duration FFmpeg takes from the container's own count of its audio:
+# Ogg's last granule position, a WAV's data size (or, past the end of a cut-off file, its
+# bytes: PCM holds as many samples as bytes allow), MP4's sample tables, WebM's Duration.
+# Not MP3: without a Xing or VBRI frame count FFmpeg estimates the duration from the first
+# frame's bit rate, many times too long for a VBR file that starts in silence.
+_STATING = frozenset({UploadFormat.OGG, UploadFormat.WAV, UploadFormat.MP4, UploadFormat.WEBM})
+# How far a stated duration may pass the limit and still be decoded: a container counts an
+# encoder's delay (an Opus pre-skip, AAC priming) that decodes to no sample.
+_STATED_SLACK = Fraction(1)
+# Packed float frames carry the samples as a float WAV holds them.
+_PACKED_FLOATS = frozenset({"flt", "dbl"})
 
 
 class UndecodableAudio(Exception):
@@ -118,13 +138,22 @@ def decode_chunks(
         raise AudioTooLong(max_seconds) from None
 
 
-def measure_audio(path: Path, *, max_seconds: float, fmt: UploadFormat | None = None) -> Fraction:
-    """The exact decoded duration of `path`, without resampling or keeping any sample:
-    what a job holds against caps before it runs. Raises as `decode_audio` does, except
-    for non-finite samples (found when the audio is decoded for use)."""
+def measuring(
+    path: Path, *, max_seconds: float, fmt: UploadFormat | None = None
+) -> Iterator[Fraction]:
+    """The exact decoded duration of `path`, counted a step at a time without resampling
+    or keeping any sample (what a job holds against caps before it runs): the seconds
+    counted so far after every `MEASURE_STEP_SECONDS` of audio, the last the duration.
 
-    def count(container: av.container.InputContainer, stream: av.AudioStream) -> Fraction:
+    Raises `AudioTooLong` before decoding when the container (of a `fmt` in `_STATING`)
+    states more than `max_seconds`, else once more than that has decoded;
+    `NonFiniteAudio` for a NaN or infinite sample of float PCM (compressed codecs' output
+    is checked when the audio is decoded for use); `UndecodableAudio` as `decode_audio`."""
+    with _refusals_only(path), _opened(path, fmt) as (container, stream):
+        if fmt in _STATING and _stated(container, stream) > max_seconds + _STATED_SLACK:
+            raise AudioTooLong(max_seconds)
         duration = _Duration(max_seconds)
+        since_step = 0  # samples at the current frame's rate since the last report
         for frame in _frames(container, stream):
             if frame.samples == 0 or not plausible_layout(
                 frame.layout.nb_channels, frame.sample_rate
@@ -132,12 +161,29 @@ def measure_audio(path: Path, *, max_seconds: float, fmt: UploadFormat | None = 
                 continue
             if not duration.add(frame.samples, frame.sample_rate):
                 raise AudioTooLong(max_seconds)
+            _refuse_non_finite(frame)
+            since_step += frame.samples
+            if since_step >= MEASURE_STEP_SECONDS * frame.sample_rate:
+                since_step = 0
+                yield duration.seconds
         if duration.seconds == 0:
             raise UndecodableAudio("no audio could be decoded from the file")
-        return duration.seconds
+        yield duration.seconds
 
-    with _refusals_only(path), _opened(path, fmt) as (container, stream):
-        return count(container, stream)
+
+def _stated(container: av.container.InputContainer, stream: av.AudioStream) -> Fraction:
+    """The duration the container states for the stream (0 if none)."""
+    if stream.duration is not None and stream.time_base is not None:
+        return max(Fraction(0), stream.duration * stream.time_base)
+    if container.duration is not None:  # WebM states it for the whole file
+        return max(Fraction(0), Fraction(container.duration, av.time_base))
+    return Fraction(0)
+
+
+def _refuse_non_finite(frame: av.AudioFrame) -> None:
+    # Packed frames only: their one plane is safe to read (see `_samples` on planar ones).
+    if frame.format.name in _PACKED_FLOATS and not np.isfinite(frame.to_ndarray()).all():
+        raise NonFiniteAudio()
 
 
 class _BoundReached(Exception):

@@ -25,14 +25,15 @@ class Priority(IntEnum):
     LIVE = 0  # a live-transcription turn: a caller is waiting mid-conversation
     FIRST = 1  # a request's first step: its first audio, its first segment
     LATER = 2  # a later step of a request under way
-    BATCH = 3  # a transcription job's: nobody waits on the line for it
+    BATCH = 3  # a transcription job's, and the measuring of one's upload: below requests
 
 
 @dataclass(frozen=True, slots=True)
 class Job:
     """What a pool call does: the capability it queues under and the engine that runs it;
     `abandoned` is set when whoever asked for it no longer wants it (its client left);
-    `live` for a live-transcription turn, `batch` for a transcription job's piece."""
+    `live` for a live-transcription turn, `batch` for a transcription job's piece (or its
+    upload's measuring)."""
 
     capability: Capability
     engine: str

@@ -205,7 +205,8 @@ class InferencePool:
         queue.waiting += 1
         self._queue_changed(job.capability)
         waiting_since = time.monotonic()
-        # A job's piece waits as long as it takes: the job workers bound how many wait.
+        # A batch step waits as long as it takes: the job workers bound how many pieces of
+        # jobs wait, and an upload being measured stops waiting once its client leaves.
         timeout = None if priority is Priority.BATCH else self._queue_timeout
         try:
             async with asyncio.timeout(timeout):

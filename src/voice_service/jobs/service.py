@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Iterator
+from contextlib import aclosing
 from dataclasses import dataclass
 from datetime import timedelta
 from fractions import Fraction
@@ -12,7 +14,7 @@ from pathlib import Path
 
 from saq.job import Job as QueuedJob
 
-from voice_service.audio.decode import measure_audio
+from voice_service.audio.decode import measuring
 from voice_service.audio.formats import AcceptedAudio, identify_audio
 from voice_service.audio.policy import NATIVE_POLICY, audio_errors_as_api_errors
 from voice_service.books.ledger import Ledger
@@ -74,20 +76,12 @@ async def submit_job(
     size: int,
     options: JobOptions,
 ) -> TranscriptionJob:
-    """Measure the upload (refusing what is not audio, or too long), hold its units against
-    the caller's caps, keep it in the blob store, then add the job and its queue entry in
-    one transaction. Nothing is billed until the job completes."""
+    """Measure the upload (refusing what is not audio, is too long or holds non-numbers),
+    hold its units against the caller's caps, keep it in the blob store, then add the job
+    and its queue entry in one transaction. Nothing is billed until the job completes."""
     principal = ledger.principal
     assert principal is not None
-    measuring = Job(Capability.SPEECH_TO_TEXT, DECODER, abandoned=ledger.client_gone)
-    with audio_errors_as_api_errors("audio", NATIVE_POLICY):
-        duration = await runtime.pool.run(
-            measuring,
-            _measure,
-            audio,
-            NATIVE_POLICY.accepted,
-            runtime.settings.job_max_audio_seconds,
-        )
+    duration = await _measured(runtime, ledger, audio)
     units = billed_seconds(duration)
     clock = runtime.books.clock
     if principal.capped:  # refused before a GiB is stored
@@ -141,8 +135,24 @@ async def _forget(runtime: Runtime, name: str, request_id: str, held: bool) -> N
                 await drop_hold(session, request_id)
 
 
-def _measure(path: Path, accepted: AcceptedAudio, max_seconds: float) -> Fraction:
-    return measure_audio(path, max_seconds=max_seconds, fmt=identify_audio(path, accepted))
+async def _measured(runtime: Runtime, ledger: Ledger, audio: Path) -> Fraction:
+    """The upload's exact duration, measured at batch priority a step at a time: decoding
+    hours of audio must never keep a request from a worker (batch steps leave one free for
+    requests), nor hold the only worker of a node for longer than a step."""
+    job = Job(Capability.SPEECH_TO_TEXT, DECODER, abandoned=ledger.client_gone, batch=True)
+    limit = runtime.settings.job_max_audio_seconds
+    counted = runtime.pool.stream(job, _measuring, audio, NATIVE_POLICY.accepted, limit)
+    duration = Fraction(0)
+    with audio_errors_as_api_errors("audio", NATIVE_POLICY):
+        async with aclosing(counted) as counts:
+            async for count in counts:
+                duration = count  # the last is the whole duration
+    return duration
+
+
+def _measuring(path: Path, accepted: AcceptedAudio, max_seconds: float) -> Iterator[Fraction]:
+    # A generator, so that even identifying the file runs in its first step, on a worker.
+    yield from measuring(path, max_seconds=max_seconds, fmt=identify_audio(path, accepted))
 
 
 async def cancel_job(
@@ -163,13 +173,20 @@ async def cancel_job(
 async def cancel_or_delete(
     runtime: Runtime, queue: SqlQueue, job: TranscriptionJob
 ) -> TranscriptionJob | None:
-    """Cancel a job under way (it is kept, cancelled, billed nothing), or delete one that
-    has ended with its audio and transcript (None)."""
+    """What DELETE does to `job` as the request found it: cancel it if it was under way
+    (kept, cancelled, billed nothing) and answer it, or delete it, with its audio and
+    transcript, if it had ended (None).
+
+    A job found under way that ended meanwhile (another DELETE cancelled it, or it
+    completed) is answered as it is now and kept: the caller asked while it ran, and
+    deleting it would lose what the caller never saw. None too if another request
+    deleted it since (after finding it ended)."""
     if not JobStatus(job.status).ended:
         cancelled = await cancel_job(runtime, queue, job)
         if cancelled is not None:
             return cancelled
-        # It ended meanwhile: deleted below, as any ended job.
+        async with runtime.sessions() as session:
+            return await repository.job_by_id(session, job.id)
     async with transaction(runtime.sessions) as session:
         await repository.delete_job(session, job.id)
     await drop_audio(runtime, job)
