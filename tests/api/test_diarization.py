@@ -180,6 +180,11 @@ async def test_a_request_over_its_cap_never_starts_telling_speakers_apart(
         ({"min_speakers": "3", "max_speakers": "2"}, "min_speakers"),
         ({"num_speakers": "2", "max_speakers": "3"}, "num_speakers"),
         ({"diarize": "maybe"}, "diarize"),
+        # Python's int() takes these; a count is plain ASCII digits
+        ({"num_speakers": " 2"}, "num_speakers"),
+        ({"num_speakers": "\u0662"}, "num_speakers"),  # Arabic-Indic two
+        ({"num_speakers": "1_0"}, "num_speakers"),
+        ({"max_speakers": "+3"}, "max_speakers"),
         ({"diarize": "false", "num_speakers": "2"}, "num_speakers"),
     ],
 )

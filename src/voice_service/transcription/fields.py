@@ -83,10 +83,8 @@ def speaker_hints(fields: Mapping[str, str]) -> SpeakerHints | None:
 def _count(value: str | None, name: str) -> int | None:
     if value is None or value == "":
         return None
-    try:
-        count = int(value)
-    except ValueError:
-        count = 0
+    # ASCII digits only: int() also takes spaces, underscores, signs and other scripts' digits.
+    count = int(value) if value.isascii() and value.isdigit() else 0
     if not 1 <= count <= MAX_SPEAKERS:
         raise InvalidRequest(f"{name}: a whole number from 1 to {MAX_SPEAKERS}.", param=name)
     return count
