@@ -190,7 +190,7 @@ async def test_a_provider_failing_mid_stream_bills_the_clauses_whose_audio_went_
         assert "not billed" not in error["message"]
         assert error["message"].endswith(f"billed: {len(first)}.")
         assert await events.close_code() == 1011
-    assert await ended(node, events.request_id) == (101, None, [len(first)])
+    assert await ended(node, events.request_id) == (101, "PROVIDER_ERROR", [len(first)])
 
 
 async def test_a_cap_reached_before_any_audio_bills_nothing(node: LiveServer) -> None:
@@ -206,7 +206,7 @@ async def test_a_cap_reached_before_any_audio_bills_nothing(node: LiveServer) ->
         assert error["error"] == "rate_limited"
         assert await events.close_code() == 1000
     assert not any(message.get("audio") for message in events.seen)
-    assert await ended(node, events.request_id) == (101, None, [])
+    assert await ended(node, events.request_id) == (101, "RATE_LIMITED", [])
 
 
 async def test_a_failed_live_turn_is_not_billed_and_its_event_says_so(

@@ -243,6 +243,7 @@ async def run_input_stream(session: Session, prepared: Prepared) -> None:
     drain = context.settings.drain_timeout_seconds
     ends_at = time.monotonic() + context.settings.max_realtime_seconds
     ending: Ending | None = None
+    capped: RateLimited | None = None
     stopping = False
     try:
         open_input = True
@@ -272,7 +273,7 @@ async def run_input_stream(session: Session, prepared: Prepared) -> None:
             try:
                 open_input = await stream.handle(message.get("text") or message.get("bytes") or b"")
             except RateLimited as error:  # a monthly cap: the text past it was not taken
-                ending = Ending("rate_limited", error.message)
+                ending, capped = Ending("rate_limited", error.message), error
                 break
             if stream.failure is not None:
                 break
@@ -291,7 +292,9 @@ async def run_input_stream(session: Session, prepared: Prepared) -> None:
             await channel.send({"error": ending.code, "message": ending.message})
             await channel.close(ending.close_code, ending.code)
         charge = Charge(UsageEndpoint.TEXT_TO_SPEECH, stream.delivered, prepared.voice.id)
-        await ledger.session_ended(charge, channel.bytes_sent, session.cut_off.code)
+        ended_by = session.cut_off.error or stream.failure or capped
+        error_code = None if ended_by is None else ended_by.code
+        await ledger.session_ended(charge, channel.bytes_sent, error_code)
 
 
 async def _spoken_or_gone(session: Session, ended: asyncio.Event, seconds: float) -> bool:
