@@ -17,7 +17,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.client import AsyncTcpClient
-from wyoming.event import Event, Eventable
+from wyoming.event import Event, Eventable, async_write_event
 
 from tests.helpers.app import Tenant, Tenants, make_settings, running
 from voice_service.app import create_app
@@ -113,6 +113,31 @@ async def read_until(client: AsyncTcpClient, *last: str) -> Answer:
         answer.events.append(event)
         if event.type in last or event.type == "error":
             return answer
+
+
+class _Measure:
+    """A stream writer's calls, counting the bytes an event takes on the wire."""
+
+    def __init__(self) -> None:
+        self.written = 0
+
+    def writelines(self, data: Iterable[bytes]) -> None:
+        self.written += sum(len(piece) for piece in data)
+
+    def write(self, data: bytes) -> None:
+        self.written += len(data)
+
+    async def drain(self) -> None:
+        pass
+
+
+async def wire_bytes(events: Iterable[Event]) -> int:
+    """What `events` take on the wire: each one's line, data and payload, as the `wyoming`
+    package writes them."""
+    measure = _Measure()
+    for event in events:
+        await async_write_event(event, measure)  # type: ignore[arg-type]
+    return measure.written
 
 
 def pcm16(samples: npt.NDArray[np.float32]) -> bytes:

@@ -32,6 +32,7 @@ from tests.helpers.wyoming import (
     pcm16,
     read_until,
     send,
+    wire_bytes,
 )
 from voice_service.core.vocabulary import UsageEndpoint
 
@@ -83,13 +84,28 @@ async def test_synthesize_by_name_is_billed_its_characters(node: Node) -> None:
     books = await new_rows(node.tenants, node.tenant.key_id, before)
     (row,) = books.logged
     assert (row.path, row.status, row.error_code) == ("/wyoming/synthesize", 200, None)
-    assert row.bytes_sent == len(answer.audio)
+    assert row.bytes_sent == await wire_bytes(answer.events)
     (usage,) = books.billed
     assert (usage.endpoint, usage.units, usage.voice_id) == (
         UsageEndpoint.TEXT_TO_SPEECH,
         len(text),
         JOE,
     )
+
+
+async def test_each_request_on_a_connection_logs_the_bytes_of_its_own_answer(
+    node: Node,
+) -> None:
+    before = await books_of(node.tenants, node.tenant.key_id)
+    async with connected(node.ports[0]) as client:
+        answers = []
+        for text in ("One.", "And another, longer one."):
+            await send(client, Synthesize(text=text, voice=SynthesizeVoice(name=JOE)))
+            answers.append(await read_until(client, "audio-stop"))
+    books = await new_rows(node.tenants, node.tenant.key_id, before, count=2)
+    assert [row.bytes_sent for row in books.logged] == [
+        await wire_bytes(answer.events) for answer in answers
+    ]
 
 
 async def test_synthesize_by_language_alone(node: Node) -> None:
@@ -187,6 +203,7 @@ async def test_transcribe_a_real_recording(node: Node, rate: int, channels: int)
     books = await new_rows(node.tenants, node.tenant.key_id, before)
     (row,) = books.logged
     assert (row.path, row.status) == ("/wyoming/transcribe", 200)
+    assert row.bytes_sent == await wire_bytes(answer.events)
     (usage,) = books.billed
     seconds = len(pcm) / (2 * channels * rate)
     assert (usage.endpoint, usage.units) == (UsageEndpoint.SPEECH_TO_TEXT, math.ceil(seconds))

@@ -170,6 +170,7 @@ class WyomingHandler(AsyncEventHandler):
                 raise InvalidRequest("Another request is under way on this connection.")
             if self._stopping.is_set():
                 raise ProviderError(STOPPING)
+            self._connection.request_begins()
             if path is WyomingPath.SYNTHESIZE:
                 await synthesize(self._context, self._connection, ledger, self._key_id, event)
             elif path is WyomingPath.SYNTHESIZE_STREAM:
