@@ -35,7 +35,7 @@ from voice_service.tenancy import service as tenancy
 
 pytestmark = pytest.mark.anyio
 
-MAIN, REVOKED, SUSPENDED, NARROW, LIMITED, CAPPED = range(6)
+MAIN, REVOKED, SUSPENDED, NARROW, LIMITED, CAPPED, CUT_OFF = range(7)
 LONG_TEXT = " ".join(["The weather tomorrow will be sunny with a light breeze."] * 20)
 
 
@@ -53,6 +53,7 @@ async def node(
         await tenants.add_key(main, scopes=[Scope.SPEECH_TO_TEXT]),
         await tenants.add_key(main, rate_limit=3),
         await tenants.add_key(main, monthly_units=40),
+        await tenants.add_key(main),
     ]
     # Twenty requests at once all wait their turn (test_wyoming_operations refuses them).
     queue = {"max_queued_per_capability": 20}
@@ -85,6 +86,30 @@ async def test_a_revoked_key(node: Node) -> None:
     for request in (Describe(), Synthesize("Hi."), Transcribe()):
         error = await _refusal(node.ports[REVOKED], request)
         assert error["code"] == "INVALID_API_KEY", error
+
+
+async def test_a_key_revoked_mid_stream_ends_it_billed_for_the_audio_sent(node: Node) -> None:
+    """The node ends the stream by itself (the client sends nothing more), as the
+    WebSockets do: the error event, a row with the error's code, the clause it heard
+    billed."""
+    key = node.keys[CUT_OFF]
+    clause = "The first clause, "
+    before = await books_of(node.tenants, key.key_id)
+    async with connected(node.ports[CUT_OFF]) as client:
+        await send(client, SynthesizeStart(), SynthesizeChunk(clause))
+        assert (await read_until(client, "audio-chunk")).error is None
+        await node.tenants.run(lambda session: tenancy.revoke_key(session, key.key_id))
+        answer = await read_until(client, "audio-stop")
+    assert answer.error is not None and answer.error["code"] == "INVALID_API_KEY", answer.events
+    assert "revoked" in answer.error["text"]
+    books = await new_rows(node.tenants, key.key_id, before)
+    (row,) = books.logged
+    assert (row.path, row.status, row.error_code) == (
+        "/wyoming/synthesize-stream",
+        401,
+        "INVALID_API_KEY",
+    )
+    assert [usage.units for usage in books.billed] == [len(clause.rstrip())]
 
 
 async def test_a_suspended_organization(node: Node) -> None:

@@ -7,7 +7,7 @@ only HTTP, so the session opens its own ledger), the session counted against the
 limit of open sessions, and the request logged once, when the session ends, with status
 101. Whatever ends it, the session bills what it delivered (`Ledger.session_ended`). While
 it runs its key is looked at again whenever tenancy changes: revoked, suspended or no longer
-allowed the service, the session is cut off (`CutOff`) within a second of the change.
+allowed the service, the session is cut off (`web.key_watch`) within a second of the change.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -28,28 +27,19 @@ from starlette.websockets import WebSocketDisconnect, WebSocketState
 
 from voice_service.books.ledger import Ledger, log_failure
 from voice_service.books.usage.charge import Charge
-from voice_service.core.errors import (
-    AccountSuspended,
-    ApiError,
-    InvalidApiKey,
-    ProviderError,
-    envelope_bytes,
-)
+from voice_service.core.errors import ApiError, ProviderError, envelope_bytes
 from voice_service.core.vocabulary import Scope, Service
 from voice_service.realtime.open_sessions import open_session
-from voice_service.tenancy.principal import Principal, principal_for_key
+from voice_service.tenancy.principal import Principal
 from voice_service.web.context import AppContext
 from voice_service.web.deps import authenticate_secret, check_scope
-
-logger = logging.getLogger(__name__)
+from voice_service.web.key_watch import CutOff, watch_key
 
 T = TypeVar("T")
 
 # The share of its drain timeout a stopping node gives a session to finish what it took
 # (the rest is for closing it, logging and billing).
 FINISH_SHARE = 0.5
-# How often a session looks whether tenancy changed (then whether its key may go on).
-KEY_WATCH_SECONDS = 0.1
 
 
 class Channel:
@@ -74,24 +64,6 @@ class Channel:
         async with self._lock:
             with contextlib.suppress(RuntimeError, OSError):
                 await self.websocket.close(code, reason)
-
-
-class CutOff:
-    """Set once the session's key may no longer use it (revoked, its organization or account
-    suspended, the service or the key's scope taken away): `error` says which."""
-
-    def __init__(self) -> None:
-        self.event = asyncio.Event()
-        self.error: ApiError | None = None
-
-    def set(self, error: ApiError) -> None:
-        self.error = error
-        self.event.set()
-
-    @property
-    def code(self) -> str | None:
-        """The error code its log row carries, once cut off."""
-        return None if self.error is None else self.error.code
 
 
 @dataclass(slots=True)
@@ -144,7 +116,7 @@ async def serve_session(
             ledger.stream_starting()
             session = Session(context, ledger, principal, channel)
             watching = asyncio.create_task(
-                _watch_key(context, principal, scope, service, session.cut_off),
+                watch_key(context, principal.key_id, scope, service, session.cut_off),
                 name="session-key-watch",
             )
             try:
@@ -244,44 +216,6 @@ async def next_message(
             if not busy():
                 return "idle"
             session.activity.touch()  # the node is working for it: idleness starts after
-
-
-async def _watch_key(
-    context: AppContext, principal: Principal, scope: Scope, service: Service, cut_off: CutOff
-) -> None:
-    """Look at the key again whenever tenancy changes (the caches' counter, read five times
-    a second on every node), and cut the session off once the key may no longer open it:
-    within the same second a change takes to reach every node's requests."""
-    seen = context.tenancy.generation
-    while True:
-        await asyncio.sleep(KEY_WATCH_SECONDS)
-        generation = context.tenancy.generation
-        if generation == seen:
-            continue
-        try:
-            async with context.sessions() as db:
-                current = await principal_for_key(db, principal.key_id)
-        except Exception as exc:  # looked at again on the next round
-            logger.warning("could not look at the key of a session again: %r", exc)
-            continue
-        seen = generation
-        refusal = _refusal(current, scope, service)
-        if refusal is not None:
-            cut_off.set(refusal)
-            return
-
-
-def _refusal(principal: Principal | None, scope: Scope, service: Service) -> ApiError | None:
-    """Why `principal` may not use the session now, as its upgrade would be refused."""
-    if principal is None:
-        return InvalidApiKey("The API key was revoked: the session ends.")
-    if principal.suspended:
-        return AccountSuspended("The account or organization was suspended: the session ends.")
-    try:
-        check_scope(principal, scope, service)
-    except ApiError as error:
-        return error
-    return None
 
 
 def _secret(websocket: WebSocket) -> str | None:

@@ -100,9 +100,9 @@ class WyomingHandler(AsyncEventHandler):
                     else:
                         await self._connection.refuse(error)
                     break
-                if event.type in REQUESTS:
-                    idle_until = time.monotonic() + idle
                 await self.handle_event(event)
+                if event.type in REQUESTS:  # idle from when the node last worked for it
+                    idle_until = time.monotonic() + idle
         finally:
             await self._abandon(ClientClosedRequest())
             self.writer.close()

@@ -8,6 +8,8 @@ clause by clause as each clause's end arrives (`speech.clauses`), in one audio s
 followed by `synthesize-stopped`. A request is billed its characters, as the HTTP API bills
 them, once all of its audio went out; one that failed, or whose client left, is billed the
 characters whose audio went out, as a WebSocket session is, and its row says why it ended.
+A key revoked (or its organization suspended) while it speaks ends it within a second, as
+it ends a WebSocket session (`web.key_watch`).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from voice_service.speech.service import is_remote, speech_charge, speech_chunks
 from voice_service.tenancy.principal import Principal
 from voice_service.voices.service import find_voice
 from voice_service.web.context import AppContext
+from voice_service.web.key_watch import key_watched
 from voice_service.wyoming.connection import Connection
 from voice_service.wyoming.describe import usable_voices
 from voice_service.wyoming.requests import admitted
@@ -170,8 +173,10 @@ async def synthesize(
     ledger.stream_starting()
     audio = AudioOut(connection)
     try:
-        async for rate, pcm, characters in spoken_pcm(context, voice, request.text, ledger):
-            await audio.send(rate, pcm, characters)
+        async with key_watched(context, key_id, *SPEECH) as cut_off:
+            spoken = cut_off.guard(spoken_pcm(context, voice, request.text, ledger))
+            async for rate, pcm, characters in spoken:
+                await audio.send(rate, pcm, characters)
         await audio.end()
     except Exception as exc:
         await _failed(connection, ledger, _sent(voice, audio), exc)
@@ -184,9 +189,15 @@ class StreamedSynthesis:
     spoken in order by a task of their own while the connection reads on."""
 
     def __init__(
-        self, context: AppContext, connection: Connection, ledger: Ledger, voice: Voice
+        self,
+        context: AppContext,
+        connection: Connection,
+        ledger: Ledger,
+        key_id: str,
+        voice: Voice,
     ) -> None:
         self._context = context
+        self._key_id = key_id
         self._connection = connection
         self.ledger = ledger
         self._voice = voice
@@ -196,6 +207,7 @@ class StreamedSynthesis:
         self._clauses: asyncio.Queue[str | None] = asyncio.Queue()  # None: the end
         self._audio = AudioOut(connection)
         self.failure: ApiError | None = None
+        self._settling = False  # the speaker is writing the request's row: let it finish
         self._speaker = asyncio.create_task(self._speak(), name="wyoming-synthesis")
 
     @staticmethod
@@ -206,7 +218,7 @@ class StreamedSynthesis:
         principal = await admitted(context, ledger, key_id, SPEECH)
         voice = await chosen_voice(context, principal, wanted)
         ledger.stream_starting()
-        return StreamedSynthesis(context, connection, ledger, voice)
+        return StreamedSynthesis(context, connection, ledger, key_id, voice)
 
     async def add(self, text: str) -> None:
         """More text; raises `RateLimited` when a monthly cap would be passed, and
@@ -234,7 +246,8 @@ class StreamedSynthesis:
     async def abandon(self, error: ApiError) -> None:
         """The request ends unfinished (the client left, a cap, the node stopping): billed
         the characters whose audio went out."""
-        self._speaker.cancel()
+        if not self._settling:
+            self._speaker.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._speaker
         if not self.ledger.settled:
@@ -243,16 +256,19 @@ class StreamedSynthesis:
 
     async def _speak(self) -> None:
         try:
-            while (clause := await self._clauses.get()) is not None:
-                spoken = spoken_pcm(self._context, self._voice, clause, self.ledger)
-                async for rate, pcm, characters in spoken:
-                    await self._audio.send(rate, pcm, characters)
+            async with key_watched(self._context, self._key_id, *SPEECH) as cut_off:
+                while (clause := await cut_off.race(self._clauses.get())) is not None:
+                    made = spoken_pcm(self._context, self._voice, clause, self.ledger)
+                    async for rate, pcm, characters in cut_off.guard(made):
+                        await self._audio.send(rate, pcm, characters)
             await self._audio.end()
             await self._connection.send(SynthesizeStopped())
         except Exception as exc:
+            self._settling = True
             sent = _sent(self._voice, self._audio)
             self.failure = await _failed(self._connection, self.ledger, sent, exc)
             return
+        self._settling = True
         # What the text taken costs: one unit per character, as `speech_charge`.
         charge = Charge(UsageEndpoint.TEXT_TO_SPEECH, self._received, self._voice.id)
         await self.ledger.stream_ended(charge, None, self._connection.bytes_sent)
