@@ -24,6 +24,7 @@ from tests.helpers.servers import Server
 from tests.helpers.voices import JOE, SPANISH
 from voice_service.console.voices import PREVIEWS_PER_MINUTE
 from voice_service.core.vocabulary import Scope
+from voice_service.engines.world.analysis import MIN_VOICED_SECONDS
 
 
 def sign_in_attempt(server: Server, email: str, password: str) -> httpx.Response:
@@ -486,3 +487,14 @@ def test_one_unit_is_written_in_the_singular(server: Server) -> None:
     assert 'title="1 unit billed under text-to-speech"' in log
     for page in (keys, usage, log):
         assert not re.search(r"\b1 units\b", page)
+
+
+def test_the_keys_and_voices_pages_say_what_the_api_takes(server: Server, alice: Customer) -> None:
+    """A key works on the OpenAI-compatible /v1 too; a clone's sample may be as short as the
+    analysis allows (the page asked for 10 to 30 s, which is only what is best)."""
+    with signed_in_client(server, alice.email) as client:
+        keys = client.get(f"/console/orgs/{alice.org_id}/keys").text
+        voices = client.get(f"/console/orgs/{alice.org_id}/voices").text
+    assert "<code>/api/v1</code> and to the OpenAI-compatible <code>/v1</code>" in keys
+    assert "10\N{EN DASH}30 s of speech is best" in voices
+    assert f"at least {MIN_VOICED_SECONDS:g} s of voiced speech is accepted" in voices

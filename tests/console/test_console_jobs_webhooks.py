@@ -257,7 +257,7 @@ def test_the_jobs_page_lists_a_completed_job_with_its_progress_and_units(
     assert job["duration_seconds"] == 3.0
     assert "0:03 of 0:03" in shown and 'value="100"' in shown
     assert isinstance(job["units"], int) and job["units"] > 0
-    assert f'<td class="num" title="{job["units"]} units billed under speech-to-text">' in shown
+    assert f'title="{job["units"]} units billed under speech-to-text" data-label="Units">' in shown
     assert f">{job['units']}</td>" in shown
     for extension in ("txt", "srt", "vtt", "json"):
         assert f'href="{owner.console}/jobs/{job["id"]}/transcript.{extension}"' in shown

@@ -28,6 +28,7 @@ from voice_service.console.voice_search import CatalogueSearch, languages
 from voice_service.core.errors import ApiError, InvalidRequest, describe_errors
 from voice_service.core.models import Organization
 from voice_service.core.vocabulary import Service
+from voice_service.engines.world.analysis import MAX_ANALYSIS_SECONDS, MIN_VOICED_SECONDS
 from voice_service.kit.db import transaction
 from voice_service.speech.schemas import MAX_TEXT_LENGTH, SpeechRequest
 from voice_service.speech.service import synthesize_speech
@@ -52,6 +53,14 @@ PREVIEWS_PER_MINUTE = 30
 async def get_previews(request: Request) -> Previews:
     previews: Previews = request.app.state.console_previews
     return previews
+
+
+def _sample_seconds(context: Context) -> dict[str, str] | None:
+    """What this node's own cloner takes of a sample, as its analysis says (no figure of the
+    page's own to drift); None where a provider clones, whose limits are its own."""
+    if context.providers.cloner() is not None:
+        return None
+    return {"least": f"{MIN_VOICED_SECONDS:g}", "used": f"{MAX_ANALYSIS_SECONDS:g}"}
 
 
 @router.get("/orgs/{org_id}/voices")
@@ -119,6 +128,7 @@ async def _voices_page(
         max_name=MAX_NAME_LENGTH,
         max_description=MAX_DESCRIPTION_LENGTH,
         max_text=MAX_TEXT_LENGTH,
+        sample=_sample_seconds(context),
         max_upload_mb=context.settings.max_upload_bytes // (1024 * 1024),
     )
 

@@ -122,6 +122,7 @@ def _document(app: FastAPI, api: _Api, limit: str) -> dict[str, Any]:
             _declare_idempotency_conflict(operation, api.errors)
             _restore_error_examples(operation, api.errors)
             _hoist_definitions(operation, components)
+            _optional_examples_in_schema(operation)
             if "413" in operation["responses"]:
                 operation["responses"]["413"]["description"] = (
                     f"PAYLOAD_TOO_LARGE: the body exceeds the {limit} limit."
@@ -171,3 +172,14 @@ def _hoist_definitions(operation: dict[str, Any], components: dict[str, Any]) ->
         for name, definition in media.get("schema", {}).pop("$defs", {}).items():
             if components.setdefault(name, definition) != definition:
                 raise ValueError(f"Two models named {name} in one OpenAPI document.")
+
+
+def _optional_examples_in_schema(operation: dict[str, Any]) -> None:
+    """Swagger UI's "Try it out" fills a parameter in with its first example, so an optional
+    one would be sent and change the answer (output_format: 44.1 kHz MP3 rather than the
+    voice's own rate). Its examples stay, as its schema's (JSON Schema `examples`), which
+    Swagger UI does not fill in."""
+    for parameter in operation.get("parameters", []):
+        named = None if parameter.get("required") else parameter.pop("examples", None)
+        if named:
+            parameter["schema"]["examples"] = [example["value"] for example in named.values()]
