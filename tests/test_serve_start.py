@@ -9,6 +9,7 @@ import os
 import re
 import socket
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,8 @@ from tests.helpers.ports import free_port
 BANNER = re.compile(r"Voice Service on http://127\.0\.0\.1:(\d+)/api/v1 ")
 # uvicorn's line as the app's lifespan (migrations, model loading) begins.
 LIFESPAN_STARTS = "Waiting for application startup"
+# uvicorn's line once the lifespan is done: the node is ready.
+READY = "Application startup complete"
 README_SCRIPT = ".venv/bin/voice-service"
 
 
@@ -156,3 +159,55 @@ def test_a_speaker_model_that_is_not_one_stops_serve_with_one_line(tmp_path: Pat
     assert len(done.stderr.strip().splitlines()) == 1
     assert LIFESPAN_STARTS not in done.stderr
     assert list(tmp_path.iterdir()) == [wrong]  # nothing made, no port taken
+
+
+def _log_until(log: Path, line: str, process: subprocess.Popen[str]) -> list[str]:
+    """The lines of `log` up to the first containing `line`, as `process` writes them."""
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        lines = log.read_text().splitlines()
+        for n, written in enumerate(lines):
+            if line in written:
+                return lines[: n + 1]
+        assert process.poll() is None, f"serve exited ({process.returncode}): {lines}"
+        time.sleep(0.2)
+    raise AssertionError(f"no {line!r} in {log.read_text()}")
+
+
+def test_serve_says_what_it_loads_and_how_long_each_took_before_it_is_ready(
+    tmp_path: Path,
+) -> None:
+    # The seconds of loading were silent: the engines this node runs, then those every
+    # node has, one line as each starts and one when it is done, then uvicorn's ready line.
+    log = tmp_path / "serve.log"
+    with log.open("w") as stderr:
+        process = subprocess.Popen(  # noqa: S603
+            [str(SCRIPT), "serve", "--port", "0"],
+            cwd=tmp_path,
+            env=_env(),
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            text=True,
+        )
+    try:
+        lines = _log_until(log, READY, process)
+    finally:
+        process.kill()
+        process.wait()
+    told = [
+        re.sub(r" in \d+\.\d s$", " in N s", line.split("voice_service.inference.engines: ")[1])
+        for line in lines
+        if "voice_service.inference.engines: " in line
+    ]
+    loaded = [
+        "piper (text to speech)",  # the only TTS engine _env() names
+        "whisper (speech to text)",
+        "the speaker encoder",
+        "the voice cloner",
+        "the diarizer",
+        "the voice activity detector",
+    ]
+    assert told == [
+        line for what in loaded for line in (f"Loading {what}", f"Loaded {what} in N s")
+    ]
+    assert READY in lines[-1]

@@ -28,7 +28,7 @@ from voice_service.books.requestlog.writer import RequestLogWriter
 from voice_service.cloning.repository import live_clones
 from voice_service.console.app import install_console
 from voice_service.console.headers import ConsoleHeadersMiddleware
-from voice_service.inference.engines import Engines
+from voice_service.inference.engines import Engines, load_announced
 from voice_service.inference.pool import InferencePool
 from voice_service.inference.providers.table import Providers
 from voice_service.jobs.worker import JobWorkers
@@ -167,7 +167,8 @@ async def _lifespan(
         loaded = (
             engines if engines is not None else await context.pool.start_up(Engines.load, settings)
         )
-        await context.pool.start_up(load_vad)  # live transcription's turn detection
+        # Live transcription's turn detection.
+        await context.pool.start_up(load_announced, "the voice activity detector", load_vad)
         async with transaction(session_factory(startup_db)) as session:
             await cluster.join(session, settings, pepper)
             await sync_catalogue(session, [*context.providers.voices(), *loaded.catalogue()])

@@ -4,14 +4,10 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import date
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from sqlalchemy.ext.asyncio import AsyncSession
 
-from voice_service.books.requestlog.repository import recent_requests
-from voice_service.books.usage.period import InvalidPeriod, parse_day, usage_period
-from voice_service.books.usage.repository import DailyUsage, daily_usage, totals
 from voice_service.cli.shared import (
     JsonFlag,
     OrgId,
@@ -19,7 +15,12 @@ from voice_service.cli.shared import (
     refuse,
     run_work,
 )
-from voice_service.tenancy import service as tenancy
+
+# The books and tenancy (SQLAlchemy) are imported by the commands (cli/shared.py says why).
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncSession
+
+    from voice_service.books.usage.repository import DailyUsage
 
 # --- usage and request log ----------------------------------------------------------------
 
@@ -40,6 +41,10 @@ def usage(
 ) -> None:
     """Billed units per UTC day and endpoint, and their totals, as GET /api/v1/usage
     answers (default: the 30 days ending --to; at most 366 days)."""
+    from voice_service.books.usage.period import InvalidPeriod, parse_day, usage_period
+    from voice_service.books.usage.repository import daily_usage, totals
+    from voice_service.tenancy import service as tenancy
+
     try:
         first, last = usage_period(parse_day(start), parse_day(end))
     except InvalidPeriod as exc:
@@ -50,6 +55,7 @@ def usage(
         return await daily_usage(session, org_id, first, last)
 
     rows = run_work(load)
+    summed = totals(rows)
     data = {
         "org_id": org_id,
         "from": first,
@@ -58,12 +64,14 @@ def usage(
             {"date": r.day, "endpoint": r.endpoint, "units": r.units, "requests": r.requests}
             for r in rows
         ],
-        "totals": totals(rows),
+        "totals": summed,
     }
-    emit(as_json, data, _usage_text(org_id, first, last, rows))
+    emit(as_json, data, _usage_text(org_id, first, last, rows, summed))
 
 
-def _usage_text(org_id: str, first: date, last: date, rows: list[DailyUsage]) -> str:
+def _usage_text(
+    org_id: str, first: date, last: date, rows: list[DailyUsage], summed: dict[str, int]
+) -> str:
     period = f"{org_id}, {first} to {last} (UTC days)"
     if not rows:
         return f"No usage for {period}."
@@ -79,7 +87,7 @@ def _usage_text(org_id: str, first: date, last: date, rows: list[DailyUsage]) ->
         requests[r.endpoint] += r.requests
     lines += [
         f"{'':10}  {endpoint:<{width}}  {units:>10} units  {requests[endpoint]:>7} requests"
-        for endpoint, units in totals(rows).items()
+        for endpoint, units in summed.items()
     ]
     return "\n".join(lines)
 
@@ -90,6 +98,8 @@ def requests(
     as_json: JsonFlag = False,
 ) -> None:
     """An organization's most recent requests, newest first."""
+    from voice_service.books.requestlog.repository import recent_requests
+    from voice_service.tenancy import service as tenancy
 
     async def load(session: AsyncSession) -> list[dict[str, Any]]:
         await tenancy.require_org(session, org_id)

@@ -1,4 +1,7 @@
-"""`voice-service serve`: the API on a socket bound first, the cluster joined, a banner."""
+"""`voice-service serve`: the API on a socket bound first, the cluster joined, a banner.
+
+What it runs on (uvicorn, the database, the settings) is imported once it runs, not when
+the CLI starts (cli/shared.py says why)."""
 
 from __future__ import annotations
 
@@ -9,28 +12,18 @@ import signal
 import sys
 from pathlib import Path
 from types import FrameType
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-import uvicorn
-from pydantic import ValidationError
-from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import AsyncSession
 
-from voice_service.cli import launch
-from voice_service.cli.shared import (
-    JsonFlag,
-    emit,
-    run_work,
-)
-from voice_service.core.ids import catalogue_voice_id
-from voice_service.inference.providers.config import ProvidersFileError, load_providers
-from voice_service.kit import cluster, serve_lock
-from voice_service.kit.logs import log_config
-from voice_service.kit.metrics.multiprocess import share_between_workers
-from voice_service.settings import Settings
-from voice_service.tenancy import service as tenancy
-from voice_service.tenancy.keys import SecretHasher, load_pepper
+from voice_service.cli.shared import JsonFlag, emit, run_work
+
+if TYPE_CHECKING:
+    import uvicorn
+    from pydantic import ValidationError
+    from sqlalchemy.ext.asyncio import AsyncSession
+
+    from voice_service.settings import Settings
 
 # --- serve -------------------------------------------------------------------------------
 
@@ -65,64 +58,18 @@ def serve(
     as_json: JsonFlag = False,
 ) -> None:
     """Start the API on http://HOST:PORT/api/v1 (migrates the database first)."""
+    from voice_service.cli import launch
+    from voice_service.kit import serve_lock
+    from voice_service.kit.metrics.multiprocess import share_between_workers
+
     # Each process reads its settings anew: the Wyoming flags reach them as variables.
     if wyoming:
         os.environ["VOICE_SERVICE_WYOMING"] = ",".join(wyoming)
     if wyoming_zeroconf:
         os.environ["VOICE_SERVICE_WYOMING_ZEROCONF"] = "true"
-    try:
-        settings = Settings()
-    except ValidationError as exc:
-        typer.echo(f"error: {_first_problem(exc)}", err=True)
-        raise typer.Exit(2) from None
-    if workers is None:
-        workers = settings.workers
-    # Each process reads its settings anew: they learn the node's process count from this
-    # (the connection budget and the rate limit's per-process share while Redis is down).
-    os.environ["VOICE_SERVICE_WORKERS"] = str(workers)
-    settings = settings.model_copy(update={"workers": workers})
-    if workers > 1 and not settings.redis_url:
-        typer.echo(
-            "error: --workers > 1 needs VOICE_SERVICE_REDIS_URL so that every process "
-            "shares one rate-limit budget per key.",
-            err=True,
-        )
-        raise typer.Exit(2)
-    if workers > 1 and settings.is_sqlite:
-        typer.echo("note: several workers on SQLite serialize their writes.", err=True)
-    if settings.providers_file is not None:
-        try:  # each process reads it again; a mistake is one line here, before the port
-            load_providers(settings.providers_file)
-        except ProvidersFileError as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(1) from None
-    if settings.speaker_model is not None:
-        # Imported here: other commands start without onnxruntime.
-        from voice_service.engines.speaker_model import SpeakerModel, UnusableSpeakerModel
-
-        try:  # each process loads it again; a wrong file is one line here, before the port
-            SpeakerModel(settings.speaker_model)
-        except UnusableSpeakerModel as exc:
-            typer.echo(f"error: VOICE_SERVICE_SPEAKER_MODEL: {exc}", err=True)
-            raise typer.Exit(1) from None
-    config = uvicorn.Config(
-        "voice_service.app:create_app",
-        factory=True,
-        host=host,
-        port=port,
-        workers=workers,
-        # Our protocol answers malformed HTTP with the envelope, times out slow headers and
-        # caps connections; it takes its settings and log writer from the lifespan.
-        http="voice_service.web.server:HttpProtocol",
-        # A node that stops lets open WebSocket sessions finish first (web/server.py).
-        ws="voice_service.web.server:WebSocketProtocol",
-        lifespan="on",
-        # SIGTERM: stop accepting, let requests in flight finish, then the lifespan's
-        # shutdown flushes the request log before the process exits 0.
-        timeout_graceful_shutdown=settings.drain_timeout_seconds,
-        access_log=False,  # the request line is ours (logs.log_request)
-        log_config=log_config(settings.log_format),
-    )
+    settings = _settings(workers)
+    _check_files(settings)
+    config = _uvicorn_config(settings, host, port)
     # Before anything slow, printed or written (a busy port leaves no trace); the lock
     # after the port, since it may have to make the data dir.
     try:
@@ -147,8 +94,83 @@ def serve(
     # installed: with this one, a node that drained exits 0 rather than "killed by SIGTERM".
     signal.signal(signal.SIGTERM, _exit_drained)
     # Before uvicorn spawns the workers: they inherit where to keep their metrics.
-    share_between_workers(settings.data_dir, workers)
+    share_between_workers(settings.data_dir, settings.workers)
     raise typer.Exit(launch.run(config, sock))
+
+
+def _settings(workers: int | None) -> Settings:
+    """The node's settings, its process count decided; exit 2 on a wrong one."""
+    from pydantic import ValidationError
+
+    from voice_service.settings import Settings
+
+    try:
+        settings = Settings()
+    except ValidationError as exc:
+        typer.echo(f"error: {_first_problem(exc)}", err=True)
+        raise typer.Exit(2) from None
+    if workers is None:
+        workers = settings.workers
+    # Each process reads its settings anew: they learn the node's process count from this
+    # (the connection budget and the rate limit's per-process share while Redis is down).
+    os.environ["VOICE_SERVICE_WORKERS"] = str(workers)
+    settings = settings.model_copy(update={"workers": workers})
+    if workers > 1 and not settings.redis_url:
+        typer.echo(
+            "error: --workers > 1 needs VOICE_SERVICE_REDIS_URL so that every process "
+            "shares one rate-limit budget per key.",
+            err=True,
+        )
+        raise typer.Exit(2)
+    if workers > 1 and settings.is_sqlite:
+        typer.echo("note: several workers on SQLite serialize their writes.", err=True)
+    return settings
+
+
+def _check_files(settings: Settings) -> None:
+    """Each process reads the providers file and loads the speaker model again; a mistake
+    in either is one line here, before the port."""
+    if settings.providers_file is not None:
+        from voice_service.inference.providers.config import ProvidersFileError, load_providers
+
+        try:
+            load_providers(settings.providers_file)
+        except ProvidersFileError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(1) from None
+    if settings.speaker_model is not None:
+        from voice_service.engines.speaker_model import SpeakerModel, UnusableSpeakerModel
+
+        try:
+            SpeakerModel(settings.speaker_model)
+        except UnusableSpeakerModel as exc:
+            typer.echo(f"error: VOICE_SERVICE_SPEAKER_MODEL: {exc}", err=True)
+            raise typer.Exit(1) from None
+
+
+def _uvicorn_config(settings: Settings, host: str, port: int) -> uvicorn.Config:
+    import uvicorn
+
+    from voice_service.kit.logs import log_config
+
+    return uvicorn.Config(
+        "voice_service.app:create_app",
+        factory=True,
+        host=host,
+        port=port,
+        workers=settings.workers,
+        # Our protocol answers malformed HTTP with the envelope, times out slow headers and
+        # caps connections; it takes its settings and log writer from the lifespan.
+        http="voice_service.web.server:HttpProtocol",
+        # A node that stops lets open WebSocket sessions finish first (web/server.py).
+        ws="voice_service.web.server:WebSocketProtocol",
+        lifespan="on",
+        # SIGTERM: stop accepting, let requests in flight finish, then the lifespan's
+        # shutdown flushes the request log before the process exits 0.
+        timeout_graceful_shutdown=settings.drain_timeout_seconds,
+        access_log=False,  # the request line is ours (logs.log_request)
+        log_config=log_config(settings.log_format),
+    )
 
 
 def _first_problem(exc: ValidationError) -> str:
@@ -165,6 +187,10 @@ async def _bootstrap(session: AsyncSession, settings: Settings) -> dict[str, str
     """Check that this node agrees with its cluster; on an empty database make the first
     organization and its key, so curl works at once. Nodes starting together take turns
     (the start-up lock), so exactly one of them makes it."""
+    from voice_service.kit import cluster
+    from voice_service.tenancy import service as tenancy
+    from voice_service.tenancy.keys import SecretHasher, load_pepper
+
     pepper = load_pepper(settings)
     await cluster.join(session, settings, pepper)
     first = await cluster.recorded(session, cluster.FIRST_ORGANIZATION)
@@ -215,12 +241,14 @@ def _from_cwd(path: Path) -> str:
 def _data_served(settings: Settings) -> dict[str, str]:
     """Where this node keeps its data: a `serve` started in another folder says so, not
     just a new key. A database URL's password is not printed."""
+    from sqlalchemy.engine import make_url
+
     database = make_url(settings.resolved_database_url).render_as_string(hide_password=True)
     return {"data_dir": str(settings.data_dir.resolve()), "database": database}
 
 
 def _welcome(base_url: str, data: dict[str, str], first: dict[str, str], command: str) -> str:
-    # Here, not at the top: the registry imports every engine, which no admin command needs.
+    from voice_service.core.ids import catalogue_voice_id
     from voice_service.engines.catalog import CLONE_BASE_VOICE
 
     voice_id = catalogue_voice_id(CLONE_BASE_VOICE)  # the English voice every install has

@@ -4,10 +4,9 @@ API keys, and the console's audit log."""
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from voice_service.cli.shared import (
     PLAIN_HELP,
@@ -20,14 +19,17 @@ from voice_service.cli.shared import (
     emit,
     run_work,
 )
-from voice_service.console.audit import list_events
+
+# What the options need to be declared, and nothing more: the tenancy services (SQLAlchemy,
+# argon2) are imported by the commands that use them (cli/shared.py says why).
 from voice_service.core.vocabulary import Scope, Service
-from voice_service.kit import cluster
-from voice_service.settings import Settings
-from voice_service.tenancy import service as tenancy
-from voice_service.tenancy import users
-from voice_service.tenancy.keys import SecretHasher, load_pepper
 from voice_service.tenancy.rate_limits import parse_rate_limit
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncSession
+
+    from voice_service.tenancy.service import CreatedKey, TenantKind
+    from voice_service.tenancy.users import NewUser
 
 orgs_app = typer.Typer(
     help="Organizations: create, list, show, suspend, switch services.", **PLAIN_HELP
@@ -50,6 +52,8 @@ def orgs_create(
     as_json: JsonFlag = False,
 ) -> None:
     """Create an organization (in a new account unless --account is given)."""
+    from voice_service.tenancy import service as tenancy
+
     org = run_work(lambda s: tenancy.create_org(s, name, account, clone_limit))
     data = {"id": org.id, "name": org.name, "account_id": org.account_id}
     emit(as_json, data, f"Created organization {org.id} ({org.name}) in {org.account_id}")
@@ -62,24 +66,29 @@ _TENANT_ID_ARGUMENTS = {
 _SERVICE_ARGUMENT = typer.Argument(..., metavar="SERVICE")
 
 
-def _status_commands(group: typer.Typer, kind: tenancy.TenantKind, label: str) -> None:
+def _status_commands(group: typer.Typer, kind: TenantKind, label: str) -> None:
     # A default rather than Annotated: the argument depends on the group, and annotations
     # are strings here, resolved in the module's namespace.
     tenant_id = _TENANT_ID_ARGUMENTS[kind]
 
-    def change(id_: str, status: str, as_json: bool) -> None:
+    def change(id_: str, suspended: bool, as_json: bool) -> None:
+        from voice_service.tenancy import service as tenancy
+
+        status = tenancy.SUSPENDED if suspended else tenancy.ACTIVE
         run_work(lambda s: tenancy.set_status(s, kind, id_, status))
         emit(as_json, {"id": id_, "status": status}, f"{label} {id_} is {status}")
 
     @group.command("suspend", help=f"Suspend an {label.lower()}: its keys get 403.")
     def suspend(id_: str = tenant_id, as_json: JsonFlag = False) -> None:
-        change(id_, tenancy.SUSPENDED, as_json)
+        change(id_, suspended=True, as_json=as_json)
 
     @group.command("reinstate", help=f"Lift an {label.lower()}'s suspension.")
     def reinstate(id_: str = tenant_id, as_json: JsonFlag = False) -> None:
-        change(id_, tenancy.ACTIVE, as_json)
+        change(id_, suspended=False, as_json=as_json)
 
     def switch(id_: str, service: Service, enabled: bool, as_json: bool) -> None:
+        from voice_service.tenancy import service as tenancy
+
         disabled = run_work(
             lambda s: tenancy.set_service_enabled(s, kind, id_, service.value, enabled)
         )
@@ -122,6 +131,8 @@ def orgs_set_cap(
     if (monthly_units is None) == (not no_cap):
         typer.echo("error: give --monthly-units N or --no-cap.", err=True)
         raise typer.Exit(2)
+    from voice_service.tenancy import service as tenancy
+
     run_work(lambda s: tenancy.set_org_cap(s, org_id, monthly_units))
     cap = "no cap" if monthly_units is None else f"a cap of {monthly_units} units a month"
     emit(as_json, {"id": org_id, "monthly_units": monthly_units}, f"{org_id} has {cap}")
@@ -133,6 +144,8 @@ def orgs_list(
     as_json: JsonFlag = False,
 ) -> None:
     """List organizations, oldest first."""
+    from voice_service.tenancy import service as tenancy
+
     orgs = run_work(lambda s: tenancy.list_orgs(s, account))
     rows = [
         {"id": o.id, "name": o.name, "account_id": o.account_id, "status": o.status} for o in orgs
@@ -144,6 +157,9 @@ def orgs_list(
 @orgs_app.command("show")
 def orgs_show(org_id: OrgId, as_json: JsonFlag = False) -> None:
     """One organization: its account, clone limit, unit cap, status and disabled services."""
+    from voice_service.settings import Settings
+    from voice_service.tenancy import service as tenancy
+
     org, account = run_work(lambda s: tenancy.org_with_account(s, org_id))
     default_limit = Settings().default_clone_limit
     data = {
@@ -177,6 +193,8 @@ def orgs_show(org_id: OrgId, as_json: JsonFlag = False) -> None:
 @accounts_app.command("list")
 def accounts_list(as_json: JsonFlag = False) -> None:
     """List accounts, oldest first, with their number of organizations."""
+    from voice_service.tenancy import service as tenancy
+
     accounts = run_work(tenancy.list_accounts)
     rows = [
         {"id": a.id, "status": a.status, "organizations": count, "created_at": a.created_at}
@@ -201,6 +219,8 @@ PasswordStdin = Annotated[
 def _read_password(from_stdin: bool) -> str | None:
     if not from_stdin:
         return None
+    from voice_service.tenancy import users
+
     password = sys.stdin.readline().rstrip("\r\n")
     try:
         users.check_password(password)
@@ -210,7 +230,7 @@ def _read_password(from_stdin: bool) -> str | None:
     return password
 
 
-def _emit_user(as_json: bool, new: users.NewUser, verb: str) -> None:
+def _emit_user(as_json: bool, new: NewUser, verb: str) -> None:
     user = new.user
     data: dict[str, Any] = {"id": user.id, "email": user.email, "account_id": user.account_id}
     text = f"{verb} user {user.id} ({user.email}) in {user.account_id}"
@@ -228,6 +248,8 @@ def users_create(
     as_json: JsonFlag = False,
 ) -> None:
     """Create a console user for an account; a generated password is printed once."""
+    from voice_service.tenancy import users
+
     password = _read_password(password_stdin)
     new = run_work(lambda s: users.create_user(s, account_id, email, password))
     _emit_user(as_json, new, "Created")
@@ -236,6 +258,8 @@ def users_create(
 @users_app.command("list")
 def users_list(account_id: AccountId, as_json: JsonFlag = False) -> None:
     """List an account's console users."""
+    from voice_service.tenancy import users
+
     found = run_work(lambda s: users.list_users(s, account_id))
     rows = [
         {
@@ -254,6 +278,8 @@ def users_list(account_id: AccountId, as_json: JsonFlag = False) -> None:
 @users_app.command("disable")
 def users_disable(user_id: UserId, as_json: JsonFlag = False) -> None:
     """Disable a user: they cannot sign in, and their open sessions end now."""
+    from voice_service.tenancy import users
+
     user = run_work(lambda s: users.disable_user(s, user_id))
     emit(as_json, {"id": user.id, "status": user.status}, f"User {user.id} is disabled")
 
@@ -263,6 +289,8 @@ def users_reset_password(
     user_id: UserId, password_stdin: PasswordStdin = False, as_json: JsonFlag = False
 ) -> None:
     """Set a new password (generated unless given on stdin); open sessions end."""
+    from voice_service.tenancy import users
+
     password = _read_password(password_stdin)
     new = run_work(lambda s: users.reset_password(s, user_id, password))
     _emit_user(as_json, new, "Reset the password of")
@@ -274,6 +302,8 @@ def audit(
     as_json: JsonFlag = False,
 ) -> None:
     """An account's audit log, newest first: console sign-ins and every change made there."""
+    from voice_service.console.audit import list_events
+    from voice_service.tenancy import service as tenancy
 
     async def load(session: AsyncSession) -> list[dict[str, Any]]:
         await tenancy.require_account(session, account_id)
@@ -320,12 +350,17 @@ def keys_create(
     as_json: JsonFlag = False,
 ) -> None:
     """Create an API key; its secret is printed now and never again."""
+    from voice_service.kit import cluster
+    from voice_service.settings import Settings
+    from voice_service.tenancy import service as tenancy
+    from voice_service.tenancy.keys import SecretHasher, load_pepper
+
     try:
         chosen = None if scopes is None else tenancy.parse_scopes(scopes)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--scopes") from None
 
-    async def work(session: AsyncSession) -> tenancy.CreatedKey:
+    async def work(session: AsyncSession) -> CreatedKey:
         # A key hashed under another pepper than the nodes' would never authenticate.
         pepper = load_pepper(Settings())
         await cluster.check_pepper(session, pepper)
@@ -355,6 +390,8 @@ def keys_create(
 @keys_app.command("revoke")
 def keys_revoke(key_id: KeyId, as_json: JsonFlag = False) -> None:
     """Revoke a key: it gets 401 from now on."""
+    from voice_service.tenancy import service as tenancy
+
     key = run_work(lambda s: tenancy.revoke_key(s, key_id))
     data = {"id": key.id, "revoked_at": key.revoked_at}
     emit(as_json, data, f"Key {key.id} revoked")
@@ -363,6 +400,9 @@ def keys_revoke(key_id: KeyId, as_json: JsonFlag = False) -> None:
 @keys_app.command("list")
 def keys_list(org_id: OrgId, as_json: JsonFlag = False) -> None:
     """List an organization's keys (prefixes only; secrets are never stored)."""
+    from voice_service.settings import Settings
+    from voice_service.tenancy import service as tenancy
+
     keys = run_work(lambda s: tenancy.list_keys(s, org_id))
     default_limit = Settings().default_rate_limit
     rows = [

@@ -9,9 +9,11 @@ the prefix of a voice key ("piper:en_US-joe-medium" is Piper's).
 from __future__ import annotations
 
 import functools
+import logging
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
 from voice_service.engines.catalog import CLONE_BASE_VOICE, CLONER, engine_of
 from voice_service.engines.chunking import FIRST_CHUNK_CHARS, split_text
@@ -32,6 +34,11 @@ if TYPE_CHECKING:
     from voice_service.engines.whisper import WhisperEngine
     from voice_service.engines.world import WorldCloner
 
+T = TypeVar("T")
+P = ParamSpec("P")
+
+logger = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True, slots=True)
 class SpokenChunk:
@@ -50,17 +57,27 @@ class Engines:
     @classmethod
     def load(cls, settings: Settings) -> Engines:
         speakers = {
-            name: cast(TextToSpeech, LOADERS[name](settings)) for name in settings.tts_engine_names
+            name: cast(
+                TextToSpeech, load_announced(f"{name} (text to speech)", LOADERS[name], settings)
+            )
+            for name in settings.tts_engine_names
         }
         transcribers = settings.stt_engine_names
+        transcriber: SpeechToText | None = None
+        if transcribers:
+            what = f"{transcribers[0]} (speech to text)"
+            transcriber = load_announced(what, load_transcriber, settings, transcribers[0])
         # One speaker encoder (12 MB, safe from many threads) for the cloner and the diarizer.
-        encoder = _load_encoder()
+        encoder = load_announced("the speaker encoder", _load_encoder)
+        cloner = None  # without its base voice's engine, none to announce
+        if engine_of(CLONE_BASE_VOICE) in speakers:
+            cloner = load_announced("the voice cloner", load_cloner, speakers, encoder)
         return cls(
             speakers=speakers,
-            transcriber=load_transcriber(settings, transcribers[0]) if transcribers else None,
-            cloner=load_cloner(speakers, encoder),
+            transcriber=transcriber,
+            cloner=cloner,
             transcriber_name=transcribers[0] if transcribers else "",
-            diarizer=load_diarizer(settings, encoder),
+            diarizer=load_announced("the diarizer", load_diarizer, settings, encoder),
         )
 
     def catalogue(self) -> list[EngineVoice]:
@@ -103,6 +120,17 @@ class Engines:
         if engine is None or not any(voice.key == voice_key for voice in engine.voices()):
             raise UnknownVoice(voice_key)
         return lambda chunk: engine.synthesize(voice_key, chunk)
+
+
+def load_announced(what: str, load: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """`load(...)`, logged as it starts and once done with the seconds it took: the models
+    take seconds to load (more on a first start), and a start that said nothing meanwhile
+    looked hung."""
+    logger.info("Loading %s", what)
+    started = time.perf_counter()
+    loaded = load(*args, **kwargs)
+    logger.info("Loaded %s in %.1f s", what, time.perf_counter() - started)
+    return loaded
 
 
 def _spoken(speaker: Callable[[], Callable[[str], Pcm]], chunk: str) -> SpokenChunk:
