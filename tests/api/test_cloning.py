@@ -42,8 +42,11 @@ async def test_clone_is_created_billed_and_stores_consent(
     response = await clone(client, tenant, sample, description="Narration voice")
     assert response.status_code == 201, response.text
     voice = response.json()["voice"]
-    assert set(voice) == {"id", "name", "language", "type", "created_at"}
+    assert set(voice) == {"id", "name", "language", "type", "created_at", "description"}
     assert (voice["name"], voice["type"], voice["language"]) == ("My voice", "CLONED", None)
+    assert voice["description"] == "Narration voice"  # and as GET reads it back:
+    again = await client.get(f"/voices/{voice['id']}", headers=tenant.headers)
+    assert again.json()["voice"]["description"] == "Narration voice"
     assert voice["id"].startswith("voice_")
     assert await usage_units(tenants, tenant.org_id) == [("voices/clone", 1)]
 

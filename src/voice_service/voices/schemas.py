@@ -35,6 +35,10 @@ class Voice(BaseModel):
     language: str | None
     type: Literal["PROVIDER", "CLONED"]
     created_at: Timestamp
+    # Beyond the spec's Voice (issue 51): a clone's description, as given when it was made.
+    description: str | None = Field(
+        None, description="A clone's description, as given when it was made; null otherwise."
+    )
 
     @classmethod
     def of(cls, voice: models.Voice) -> Voice:
@@ -44,6 +48,7 @@ class Voice(BaseModel):
             language=voice.language,
             type="CLONED" if voice.type == "CLONED" else "PROVIDER",
             created_at=voice.created_at,
+            description=voice.description if voice.type == "CLONED" else None,
         )
 
 
