@@ -97,6 +97,23 @@ async def test_bad_json_is_400(client: httpx.AsyncClient, tenant: Tenant) -> Non
 
 
 @pytest.mark.parametrize(
+    "path", ["/text-to-speech", "/webhooks", "http://testserver/v1/audio/speech"]
+)
+async def test_a_form_encoded_body_is_told_to_send_json(
+    client: httpx.AsyncClient, tenant: Tenant, path: str
+) -> None:
+    """What curl -d sends without -H: the refusal names the Content-Type to send."""
+    response = await client.post(path, headers=tenant.headers, data={"text": "hi"})
+    message = response.json()["error"]["message"]
+    assert response.status_code == 400 and "Content-Type: application/json" in message
+    assert "application/x-www-form-urlencoded" in message
+    sent_as_json = await client.post(
+        path, headers={**tenant.headers, "Content-Type": "application/json"}, content=b"text=hi"
+    )
+    assert "Content-Type" not in sent_as_json.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(
     "payload",
     [
         {"text": 5, "voice_id": "voice_x"},

@@ -20,6 +20,7 @@ from voice_service.core.errors import (
     envelope_bytes,
     first_field,
 )
+from voice_service.web.schemas import not_json_hint
 
 
 def error_response(request: Request, error: ApiError) -> Response:
@@ -57,8 +58,11 @@ def install_error_handlers(app: FastAPI) -> None:
     async def on_validation_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
         errors = exc.errors()
-        error = InvalidRequest(describe_errors(errors), param=first_field(errors))
-        return error_response(request, error)
+        message = describe_errors(errors)
+        hint = not_json_hint(request)
+        if hint is not None and any(error.get("loc", ())[:1] == ("body",) for error in errors):
+            message = f"{message.rstrip('.')}. {hint}"
+        return error_response(request, InvalidRequest(message, param=first_field(errors)))
 
     async def on_http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)

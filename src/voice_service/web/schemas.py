@@ -173,7 +173,27 @@ def multipart_request_body(
 
 
 async def parse_json(request: Request, model: type[M]) -> M:
-    return parse_json_body(await request.body(), model)
+    """The request's body as `model`; a refusal says so when it was not sent as JSON."""
+    body = await request.body()
+    try:
+        return parse_json_body(body, model)
+    except InvalidRequest as exc:
+        hint = not_json_hint(request)
+        if hint is None:
+            raise
+        raise InvalidRequest(f"{exc.message.rstrip('.')}. {hint}", param=exc.param) from None
+
+
+def not_json_hint(request: Request) -> str | None:
+    """What to say of a body that failed as JSON when its Content-Type is not JSON (a form,
+    as curl -d sends without -H); None when it is."""
+    media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media == "application/json" or media.endswith("+json"):
+        return None
+    return (
+        "The body is read as JSON: send it with Content-Type: application/json "
+        f"(this request's is {media or 'missing'})."
+    )
 
 
 def parse_json_body(body: bytes, model: type[M]) -> M:
