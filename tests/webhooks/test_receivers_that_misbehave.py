@@ -100,6 +100,15 @@ async def ended(
             await asyncio.sleep(0.1)
 
 
+async def told_once(
+    client: httpx.AsyncClient, tenant: Tenant, app: FastAPI, url: str
+) -> dict[str, Any]:
+    """A webhook to `url`, told of one event: its delivery once it has ended."""
+    hook = await register(client, tenant, url)
+    await tell(app, tenant)
+    return await ended(client, tenant, hook)
+
+
 def shares(app: FastAPI) -> FairShares:
     context: AppContext = app.state.context
     assert context.deliveries is not None
@@ -110,9 +119,7 @@ async def test_an_endless_answer_is_read_a_few_kib_deep_and_delivered(
     client: httpx.AsyncClient, tenant: Tenant, app: FastAPI, endless: tuple[str, Misbehaviour]
 ) -> None:
     url, seen = endless
-    hook = await register(client, tenant, url)
-    await tell(app, tenant)
-    done = await ended(client, tenant, hook, seconds=30)
+    done = await told_once(client, tenant, app, url)
     assert done["status"] == "delivered"
     assert [a["status_code"] for a in done["attempts"]] == [200]
     # What the receiver got out before the service hung up: the sockets' buffers, not 2 GiB.
@@ -123,9 +130,7 @@ async def test_a_dripping_answer_is_cut_at_the_deadline_and_retried_on_schedule(
     client: httpx.AsyncClient, tenant: Tenant, app: FastAPI, dripping: tuple[str, Misbehaviour]
 ) -> None:
     url, seen = dripping
-    hook = await register(client, tenant, url)
-    await tell(app, tenant)
-    done = await ended(client, tenant, hook)
+    done = await told_once(client, tenant, app, url)
     assert done["status"] == "failed"  # both attempts of the schedule "1"
     assert [a["status_code"] for a in done["attempts"]] == [None, None]
     assert all(a["error"].startswith("timeout") for a in done["attempts"])
