@@ -88,7 +88,8 @@ class WyomingHandler(AsyncEventHandler):
         try:
             while True:
                 quiet = idle_until - time.monotonic()
-                event = await self._next_event(idle if self.busy else max(0.0, min(idle, quiet)))
+                first = idle if self.busy else max(0.0, min(idle, quiet))
+                event = await self._next_event(idle, first)
                 if event is None or isinstance(event, Left):
                     break
                 if isinstance(event, Unreadable):
@@ -107,9 +108,10 @@ class WyomingHandler(AsyncEventHandler):
             await self._abandon(ClientClosedRequest())
             self.writer.close()
 
-    async def _next_event(self, idle: float) -> Event | Unreadable | Left | None:
-        """The next event; None when the node stops while no request is under way."""
-        reading = asyncio.ensure_future(read_event(self.reader, idle))
+    async def _next_event(self, idle: float, first: float) -> Event | Unreadable | Left | None:
+        """The next event (begun within `first` seconds, the rest within `idle`); None when
+        the node stops while no request is under way."""
+        reading = asyncio.ensure_future(read_event(self.reader, idle, first))
         stopping = asyncio.ensure_future(self._stopping.wait())
         try:
             while True:

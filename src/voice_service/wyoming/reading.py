@@ -36,19 +36,23 @@ class _BoundedReader:
     raises `_Refused`, which the parser does not catch (it takes ValueError for a line
     that is not JSON, and answers None)."""
 
-    def __init__(self, reader: asyncio.StreamReader, idle_seconds: float) -> None:
+    def __init__(
+        self, reader: asyncio.StreamReader, idle_seconds: float, first_within: float
+    ) -> None:
         self._reader = reader
         self._idle = idle_seconds
+        self._first_within = first_within  # for the event's first line
         self.at_eof = False
 
     async def readline(self) -> bytes:
+        waited, self._first_within = self._first_within, self._idle
         try:
-            async with asyncio.timeout(self._idle):
+            async with asyncio.timeout(waited):
                 line = await self._reader.readline()
         except ValueError:  # longer than the stream's limit: not a line of an event
             raise _Refused("a line longer than the protocol allows") from None
         except TimeoutError:
-            raise _Refused(f"nothing arrived for {self._idle:g} s", silent=True) from None
+            raise _Refused(f"nothing arrived for {waited:g} s", silent=True) from None
         self.at_eof = not line
         return line
 
@@ -73,10 +77,12 @@ class _Refused(Exception):
 
 
 async def read_event(
-    reader: asyncio.StreamReader, idle_seconds: float
+    reader: asyncio.StreamReader, idle_seconds: float, first_within: float | None = None
 ) -> Event | Unreadable | Left:
-    """The client's next event; or why there is none."""
-    bounded = _BoundedReader(reader, idle_seconds)
+    """The client's next event, its first line within `first_within` seconds (by default
+    `idle_seconds`) and each later part within `idle_seconds`; or why there is none."""
+    first = idle_seconds if first_within is None else first_within
+    bounded = _BoundedReader(reader, idle_seconds, first)
     try:
         event = await async_read_event(cast(asyncio.StreamReader, bounded))
     except _Refused as refused:
