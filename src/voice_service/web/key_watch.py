@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from typing import TypeVar
 
@@ -61,7 +61,7 @@ class CutOff:
         assert self.error is not None
         raise self.error
 
-    async def guard(self, items: AsyncIterator[T]) -> AsyncIterator[T]:
+    async def guard(self, items: AsyncIterator[T]) -> AsyncGenerator[T, None]:
         """`items` until the key is cut off, which raises its error (the iterator closed)."""
         try:
             while True:

@@ -173,8 +173,10 @@ async def synthesize(
     ledger.stream_starting()
     audio = AudioOut(connection)
     try:
-        async with key_watched(context, key_id, *SPEECH) as cut_off:
-            spoken = cut_off.guard(spoken_pcm(context, voice, request.text, ledger))
+        async with (
+            key_watched(context, key_id, *SPEECH) as cut_off,
+            aclosing(cut_off.guard(spoken_pcm(context, voice, request.text, ledger))) as spoken,
+        ):
             async for rate, pcm, characters in spoken:
                 await audio.send(rate, pcm, characters)
         await audio.end()
@@ -259,8 +261,9 @@ class StreamedSynthesis:
             async with key_watched(self._context, self._key_id, *SPEECH) as cut_off:
                 while (clause := await cut_off.race(self._clauses.get())) is not None:
                     made = spoken_pcm(self._context, self._voice, clause, self.ledger)
-                    async for rate, pcm, characters in cut_off.guard(made):
-                        await self._audio.send(rate, pcm, characters)
+                    async with aclosing(cut_off.guard(made)) as spoken:
+                        async for rate, pcm, characters in spoken:
+                            await self._audio.send(rate, pcm, characters)
             await self._audio.end()
             await self._connection.send(SynthesizeStopped())
         except Exception as exc:
