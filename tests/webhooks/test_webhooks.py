@@ -246,7 +246,9 @@ async def test_urls_inside_the_network_are_refused_unless_allowed(
     assert (await client.get("/webhooks", headers=tenant.headers)).json()["webhooks"] == []
 
 
-async def test_the_api_guides_receiver_takes_a_signed_delivery_and_refuses_a_forged_one() -> None:
+async def test_the_api_guides_receiver_takes_a_signed_delivery_and_refuses_a_forged_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     guide = (Path(__file__).parents[2] / "docs" / "api.md").read_text()
     (code,) = [
         block
@@ -254,8 +256,9 @@ async def test_the_api_guides_receiver_takes_a_signed_delivery_and_refuses_a_for
         if block.startswith("# receiver.py")
     ]
     secret = new_secret()
+    monkeypatch.setenv("VOICE_WEBHOOK_SECRET", secret)
     namespace: dict[str, Any] = {}
-    exec(code.replace("whsec_...", secret), namespace)  # noqa: S102 (the guide's own code)
+    exec(code, namespace)  # noqa: S102 (the guide's own code)
     body = payload("msg_test", "transcription.completed", {"id": "job_x"}, utcnow())
     headers = signed_headers([secret], "msg_test", body, utcnow())
     transport = httpx.ASGITransport(app=namespace["app"])
