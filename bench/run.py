@@ -40,6 +40,7 @@ from bench import (
     meetings,
     provider_overhead,
     realtime,
+    resemblance,
     senko_peer,
     speaker_model,
     stt_quality,
@@ -771,6 +772,36 @@ def cloning(plan: Plan) -> tuple[list[Figure], dict[str, Any]]:
     return figures, details
 
 
+# --- 20. does a clone sound like its person ----------------------------------------------
+
+
+def clone_resemblance(svc: Service, work: Path) -> tuple[list[Figure], dict[str, Any]]:
+    """Real people cloned through the service, judged by verifiers the product never uses
+    (`bench.resemblance`): the held-out half's figures carry the targets."""
+    result = resemblance.measure(svc.client, svc.base, work)
+    held, developed = result["campp"]["held-out"], result["campp"]["development"]
+    other = result["resemblyzer"]["held-out"]
+    figures = [
+        Figure("resemblance_normalised", "20. clone resemblance, held out (CAM++; 0 stranger, "
+               "1 the person)", held["normalised"], "normalised", ">=", 0.5),
+        Figure("resemblance_accepted", "20. clones accepted as their person, held out (CAM++)",
+               held["accepted"], "share", ">=", 0.5),
+        Figure("resemblance_nearest", "20. clones nearest their own person, held out (CAM++)",
+               held["nearest_right"], "share", ">=", 0.75),
+        Figure("resemblance_wer", "20. clones' WER, held out", result["wer_held-out"],
+               "fraction", "<=", 0.05),
+        Figure("resemblance_clone_seconds", "20. instant clone of a 20 s sample, slowest",
+               result["clone_seconds"], "s", "<=", 15.0),
+        Figure("resemblance_normalised_resemblyzer", "20. clone resemblance, held out "
+               "(Resemblyzer)", other["normalised"], "normalised"),
+        Figure("resemblance_accepted_resemblyzer", "20. clones accepted, held out (Resemblyzer)",
+               other["accepted"], "share"),
+        Figure("resemblance_normalised_development", "20. clone resemblance, development "
+               "half (CAM++)", developed["normalised"], "normalised"),
+    ]  # fmt: skip
+    return figures, result
+
+
 # --- 19. who spoke when -------------------------------------------------------------------
 
 
@@ -1108,6 +1139,8 @@ def run(plan: Plan, work: Path, only: frozenset[str] = frozenset()) -> dict[str,
             ("provider_path", lambda: provider_path(svc, plan, piper, data_dir, work)),
             ("jobs", lambda: transcription_jobs(svc, plan, key)),
             ("diarize", lambda: diarize_cost(svc, plan)),
+            # Real people's recordings from Debian's packages: the full run only.
+            *([("resemblance", lambda: clone_resemblance(svc, work))] if not plan.quick else []),
         ]
         if redis_answers(REDIS_URL):
             steps.insert(2, ("gateway_workers", lambda: gateway_workers(plan, work)))
