@@ -33,7 +33,7 @@ from voice_service.realtime.open_sessions import open_session
 from voice_service.tenancy.principal import Principal
 from voice_service.web.context import AppContext
 from voice_service.web.deps import authenticate_secret, check_scope
-from voice_service.web.key_watch import CutOff, watch_key
+from voice_service.web.key_watch import CutOff, key_watched
 
 T = TypeVar("T")
 
@@ -83,7 +83,7 @@ class Session:
     ledger: Ledger
     principal: Principal
     channel: Channel
-    cut_off: CutOff = field(default_factory=CutOff)
+    cut_off: CutOff
     activity: Activity = field(default_factory=Activity)
 
 
@@ -114,15 +114,8 @@ async def serve_session(
             await ledger.hold(1)  # a capped key with nothing left is refused here
             await websocket.accept(headers=[(b"x-request-id", ledger.request_id.encode())])
             ledger.stream_starting()
-            session = Session(context, ledger, principal, channel)
-            watching = asyncio.create_task(
-                watch_key(context, principal.key_id, scope, service, session.cut_off),
-                name="session-key-watch",
-            )
-            try:
-                await run(session, prepared)
-            finally:
-                watching.cancel()
+            async with key_watched(context, principal.key_id, scope, service) as cut_off:
+                await run(Session(context, ledger, principal, channel, cut_off), prepared)
     except Exception as exc:
         if websocket.application_state is WebSocketState.CONNECTING:  # not accepted yet
             if not isinstance(exc, ApiError):

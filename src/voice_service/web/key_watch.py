@@ -76,7 +76,7 @@ class CutOff:
                 await aclose()
 
 
-async def watch_key(
+async def _watch_key(
     context: AppContext, key_id: str, scope: Scope, service: Service, cut_off: CutOff
 ) -> None:
     """Set `cut_off` once the key may no longer use `service` with `scope`."""
@@ -106,7 +106,7 @@ async def key_watched(
     """A `CutOff` the key's watch sets, for as long as the block runs."""
     cut_off = CutOff()
     watching = asyncio.create_task(
-        watch_key(context, key_id, scope, service, cut_off), name="key-watch"
+        _watch_key(context, key_id, scope, service, cut_off), name="key-watch"
     )
     try:
         yield cut_off
