@@ -121,7 +121,8 @@ async def attempt(
         if not outcome.delivered and not last:
             at = time.time() + schedule[retry]
             await queue.enqueue_in(
-                session, attempt_job(delivery.id, retry + 1, at=at, round_=number - retry - 1)
+                session,
+                attempt_job(delivery.id, retry + 1, at=at, round_=_round_of(delivery, retry)),
             )
     if not outcome.delivered:
         logger.info(
@@ -201,7 +202,13 @@ async def _put_off(
                 delivery.id,
                 retry,
                 at=time.time() + wait,
-                round_=delivery.attempts - retry,
+                round_=_round_of(delivery, retry),
                 deferred=deferred + 1,
             ),
         )
+
+
+def _round_of(delivery: WebhookDelivery, retry: int) -> int:
+    """Which sending of the delivery attempt `retry` belongs to (0, then one more for each
+    redelivery): the attempts recorded before it, less the earlier ones of its own round."""
+    return delivery.attempts - retry
