@@ -1,26 +1,35 @@
-"""Conversations of real voices for judging diarization, with the truth of who spoke when.
+"""Conversations of real people for judging diarization, with the truth of who spoke when.
 
-Written down before any tuning, and kept in two halves that share no speaker: the
-development half is what the diarizer's settings were chosen on, the held-out half is what
-the benchmark reports.
+Written down before any measurement on these voices, and kept in two halves that share no
+speaker: the development half is what the diarizer's settings are chosen on, the held-out
+half is what the benchmark reports. Every voice is a recording of a person; none is
+synthetic (the set used to hold pytest-audioeval's sample recordings, which that package
+makes with Kokoro voices, one of them among the service's own).
 
-Voices (none made with the service's own engines):
-- Debian's `pocketsphinx-testdata` (`.ci/run` installs it): the LibriVox reader (5 clips),
-  the playing-card caller (5), and the speaker of the commands and digit strings (4);
-- the sample recordings `pytest-audioeval` ships (a dev dependency), three clips per
-  language; by their d-vectors the Spanish, Polish and Portuguese clips are one voice and
-  every other language has its own.
+Voices, ten people in six languages (`bench.people`'s, read with its code):
+- Debian's `pocketsphinx-testdata` (16 kHz): the LibriVox reader (5 clips), the playing-card
+  caller (5) and the speaker of the commands and digit strings (4);
+- Asterisk's telephone prompts (8 kHz; `bench.people.PACKAGES` names the Debian packages):
+  Allison (US English), Carlo and Menardi (Italian), June (Canadian French), Armelle (French),
+  the Russian IVR voice and the Colombian Spanish voice. Each has a few hundred prompts; of
+  those of 2.5-7 s, eight spread evenly over the file names are its clips.
 
-Held out: the LibriVox reader, the card caller, the es/pl/pt voice, hi, zh.
-Development: the command speaker, en, fr, it, ja.
+Held out: the LibriVox reader, the card caller, June, Menardi, the Russian and the Colombian
+voice. Development: the command speaker, Allison, Carlo, Armelle.
+The Asterisk voices are in the halves `bench.people` put them in; the three pocketsphinx
+people stay where this set has always had them (the diarizer's settings were chosen with the
+command speaker, so he cannot be held out here, though figure 20 holds him out).
 
 Each half has 2-, 3- and 4-speaker conversations, four of each, from a seeded generator:
 speakers drawn from the half, each speaker's clips shuffled and used once (so a speaker has as
 many turns as clips, at most `TURNS_PER_SPEAKER`), turn order random with no speaker twice in
-a row, a pause of 0.1-1.0 s between turns. Every clip is trimmed to its speech (Silero VAD)
-and brought to one loudness, so a turn is 1-7 s of one person. The same conversations come
-twice: laid end to end, and with each turn starting early over the one before, so that
-10 % of the speech time is two people at once.
+a row, a pause of 0.1-1.0 s between turns. Every clip is trimmed to its speech (Silero VAD),
+so a turn is 1-7 s of one person. In the conversations every clip is heard through the
+telephone band (8 kHz sampling, as the Asterisk prompts were recorded) and brought to one
+loudness: a 16 kHz reader beside an 8 kHz prompt voice would otherwise be told apart by the
+band alone (docs/performance.md, figure 19). The same conversations come twice: laid end to
+end, and with each turn starting early over the one before, so that 10 % of the speech time
+is two people at once.
 """
 
 from __future__ import annotations
@@ -30,15 +39,21 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
-from importlib.resources import files
 from pathlib import Path
 
 import av
 import numpy as np
 import numpy.typing as npt
 from faster_whisper.vad import VadOptions, get_speech_timestamps
+from scipy.signal import resample_poly
 
-from bench.recordings import POCKETSPHINX_DATA, SAMPLE_RATE, read_recording
+from bench.people import ASTERISK, PACKAGES, spoken_prompts
+from bench.recordings import (
+    POCKETSPHINX_DATA,
+    SAMPLE_RATE,
+    SpeechDataMissingError,
+    read_recording,
+)
 
 Audio = npt.NDArray[np.float32]
 
@@ -53,21 +68,31 @@ _POCKETSPHINX_VOICES = {
         "tidigits/dhd.2934z.raw",
     ),
 }
-# pytest-audioeval's voices, by the languages whose clips each one speaks.
-_AUDIOEVAL_VOICES = {
-    "audioeval en": ("en",),
-    "audioeval es/pl/pt": ("es", "pl", "pt"),
-    "audioeval fr": ("fr",),
-    "audioeval hi": ("hi",),
-    "audioeval it": ("it",),
-    "audioeval ja": ("ja",),
-    "audioeval zh": ("zh",),
+# Asterisk's prompt voices, by the folder of their prompts under ASTERISK (as bench.people).
+_ASTERISK_VOICES = {
+    "Allison (Asterisk)": "en_US_f_Allison",
+    "Carlo (Asterisk)": "it_IT_m_Carlo",
+    "Armelle (Asterisk)": "fr",
+    "June (Asterisk)": "fr_CA_f_June",
+    "Menardi (Asterisk)": "it_IT_f_Menardi",
+    "Russian IVR voice (Asterisk)": "ru_RU_f_IvrvoiceRU",
+    "Colombian voice (Asterisk)": "es",
 }
-HELD_OUT = ("librivox reader", "card caller", "audioeval es/pl/pt", "audioeval hi", "audioeval zh")
+PROMPTS_PER_VOICE = 8
+LONGEST_PROMPT_SECONDS = 7.0
+HELD_OUT = (
+    "librivox reader",
+    "card caller",
+    "June (Asterisk)",
+    "Menardi (Asterisk)",
+    "Russian IVR voice (Asterisk)",
+    "Colombian voice (Asterisk)",
+)
 # The held-out voices that speak English, for a conversation transcribed in the language its
 # request names (`english_conversation`).
 HELD_OUT_ENGLISH = ("librivox reader", "card caller")
-DEVELOPMENT = ("command speaker", "audioeval en", "audioeval fr", "audioeval it", "audioeval ja")
+DEVELOPMENT = ("command speaker", "Allison (Asterisk)", "Carlo (Asterisk)", "Armelle (Asterisk)")
+TELEPHONE_RATE = 8_000
 SPEAKER_COUNTS = (2, 3, 4)
 PER_COUNT = 4
 TURNS_PER_SPEAKER = 4
@@ -113,10 +138,11 @@ def conversations(half: str, *, overlap: bool) -> list[Conversation]:
 
 def english_conversation(rounds: int) -> Conversation:
     """The held-out half's English voices in turn, every clip of each once a round, in a
-    seeded order, with pauses as in the sets: a conversation whose every word Whisper can
-    transcribe when told English (what a diarized request costs beside a plain one; told
-    English, Whisper drops much of the other voices' speech without timestamp tokens and
-    spells it out with them, so the two would not transcribe the same words)."""
+    seeded order, with pauses as in the sets, heard as recorded (16 kHz, as a request carries
+    them): a conversation whose every word Whisper can transcribe when told English (what a
+    diarized request costs beside a plain one; told English, Whisper drops much of the other
+    voices' speech without timestamp tokens and spells it out with them, so the two would not
+    transcribe the same words)."""
     rng = random.Random(_SEEDS["english"])
     turns: list[tuple[str, Audio]] = []
     for _ in range(rounds):
@@ -132,7 +158,7 @@ def english_conversation(rounds: int) -> Conversation:
 def _turn_order(rng: random.Random, speakers: list[str]) -> Iterator[tuple[str, Audio]]:
     left = {}
     for speaker in speakers:
-        clips = list(voice_clips(speaker))
+        clips = list(heard_clips(speaker))
         rng.shuffle(clips)
         left[speaker] = clips[:TURNS_PER_SPEAKER]
     previous = None
@@ -182,22 +208,42 @@ def _laid_out(
 
 @cache
 def voice_clips(speaker: str) -> tuple[Audio, ...]:
-    """The speaker's clips, trimmed to speech and brought to one loudness."""
+    """The speaker's clips as recorded, trimmed to speech and brought to one loudness."""
     if speaker in _POCKETSPHINX_VOICES:
         raw = [read_recording(name) for name in _POCKETSPHINX_VOICES[speaker]]
     else:
-        paths = _audioeval_paths(_AUDIOEVAL_VOICES[speaker])
-        raw = [float_wav(path) for path in paths]
-    return tuple(_trimmed(clip) for clip in raw)
+        raw = _asterisk_prompts(_ASTERISK_VOICES[speaker])
+    return tuple(_at_loudness(_trimmed(clip)) for clip in raw)
 
 
-def _audioeval_paths(languages: tuple[str, ...]) -> list[Path]:
-    root = Path(str(files("pytest_audioeval") / "samples" / "audio"))
-    return [path for language in languages for path in sorted((root / language).glob("*.wav"))]
+@cache
+def heard_clips(speaker: str) -> tuple[Audio, ...]:
+    """The speaker's clips as the conversations hear them: in the telephone band, at one
+    loudness."""
+    return tuple(_at_loudness(telephone_band(clip)) for clip in voice_clips(speaker))
+
+
+def telephone_band(clip: Audio) -> Audio:
+    """`clip` (16 kHz) sampled at 8 kHz and back: nothing above 4 kHz."""
+    ratio = SAMPLE_RATE // TELEPHONE_RATE
+    down = resample_poly(clip, 1, ratio)
+    return np.asarray(resample_poly(down, ratio, 1), dtype=np.float32)[: clip.size]
+
+
+def _asterisk_prompts(folder: str) -> list[Audio]:
+    """`PROMPTS_PER_VOICE` of the folder's prompts (`bench.people`'s reading: those of 2.5 s
+    or more, by file name) no longer than `LONGEST_PROMPT_SECONDS`, spread evenly over them."""
+    prompts = [
+        prompt
+        for prompt in spoken_prompts(ASTERISK / folder)
+        if prompt.size <= LONGEST_PROMPT_SECONDS * SAMPLE_RATE
+    ]
+    step = len(prompts) / PROMPTS_PER_VOICE
+    return [prompts[int(index * step)] for index in range(PROMPTS_PER_VOICE)]
 
 
 def float_wav(path: Path) -> Audio:
-    """A 32-bit float WAV (as pytest-audioeval and pyannote.audio ship them), 16 kHz mono."""
+    """A 32-bit float WAV (as pyannote.audio ships them), 16 kHz mono."""
     with av.open(str(path)) as container:
         stream = container.streams.audio[0]
         if (stream.rate, stream.channels) != (SAMPLE_RATE, 1):
@@ -213,13 +259,20 @@ def _trimmed(clip: Audio) -> Audio:
     margin = round(_TRIM_MARGIN * SAMPLE_RATE)
     start = max(0, speech[0]["start"] - margin)
     end = min(clip.size, speech[-1]["end"] + margin)
-    trimmed = clip[start:end]
-    rms = float(np.sqrt(np.mean(trimmed**2)))
+    return clip[start:end]
+
+
+def _at_loudness(clip: Audio) -> Audio:
+    rms = float(np.sqrt(np.mean(clip**2)))
     gain = 10 ** (_LOUDNESS_DBFS / 20) / max(rms, 1e-6)
-    return (trimmed * gain).astype(np.float32)
+    return (clip * gain).astype(np.float32)
 
 
 def check_data() -> None:
     """Fail early and plainly where the recordings are not installed."""
     read_recording(_POCKETSPHINX_VOICES["card caller"][0], POCKETSPHINX_DATA)
-    _audioeval_paths(("en",))
+    for folder in _ASTERISK_VOICES.values():
+        if not (ASTERISK / folder).is_dir():
+            raise SpeechDataMissingError(
+                f"{ASTERISK / folder} is missing: apt-get install {PACKAGES}"
+            )

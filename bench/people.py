@@ -127,14 +127,14 @@ def _person(recorded: _Recorded) -> Person:
             _joined([read_recording(name) for name in recorded.reference]),
             tuple(read_recording(name) for name in recorded.clips),
         )
-    prompts = iter(_prompts(ASTERISK / recorded.folder))
+    prompts = iter(spoken_prompts(ASTERISK / recorded.folder))
     sample = _taken(prompts, SAMPLE_SECONDS)
     reference = _taken(prompts, REFERENCE_SECONDS)
     clips = tuple(itertools.islice(prompts, CALIBRATION_CLIPS))
     return Person(recorded.name, recorded.language, recorded.half, sample, reference, clips)
 
 
-def _prompts(folder: Path) -> list[Audio]:
+def spoken_prompts(folder: Path) -> list[Audio]:
     """The folder's spoken prompts of `MIN_PROMPT_SECONDS` or more, by file name (tones and
     beeps are shorter, or named so)."""
     if not folder.is_dir():
