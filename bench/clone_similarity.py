@@ -162,7 +162,7 @@ def measure(quick: bool) -> dict[str, Any]:
     speakers = [s for s in SPEAKERS if s.name in QUICK_SPEAKERS] if quick else list(SPEAKERS)
 
     samples = {s.name: _pcm(joined(s.sample)) for s in speakers}
-    chosen = {name: cloner.profile(sample) for name, sample in samples.items()}
+    chosen = {name: cloner.clone(sample).profile for name, sample in samples.items()}
     vetted = [CLONE_BASE_VOICE] if quick else list(cloner.base_voices)
     wanted = {*vetted, *(str(profile["base_voice"]) for profile in chosen.values())}
     base_speech = {

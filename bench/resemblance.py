@@ -38,6 +38,7 @@ from bench import campp_onnx
 from bench.people import Audio, Half, Person, people
 from bench.wer import word_errors
 from voice_service.audio.encode import wav_of
+from voice_service.engines.speaker_embedding import SpeakerEncoder
 from voice_service.engines.speaker_model import SpeakerModel
 
 RATE = 16_000
@@ -101,6 +102,7 @@ class Clone:
     speech: Audio  # the three sentences, with short pauses
     heard: list[str]  # what the service's /speech-to-text heard in each
     seconds: float  # POST /voices/clone, answer to answer
+    resemblance: float  # what the service says of its clone (its own encoder, 0-1)
 
 
 def cloned(client: httpx.Client, base_url: str, person: Person) -> Clone:
@@ -113,7 +115,8 @@ def cloned(client: httpx.Client, base_url: str, person: Person) -> Clone:
     )
     seconds = time.perf_counter() - started
     made.raise_for_status()
-    voice_id = made.json()["voice"]["id"]
+    voice = made.json()["voice"]
+    voice_id = voice["id"]
     try:
         said = [_spoken(client, base_url, voice_id, text) for text in TEXTS]
         heard = [_heard(client, base_url, audio) for audio in said]
@@ -121,7 +124,7 @@ def cloned(client: httpx.Client, base_url: str, person: Person) -> Clone:
         client.delete(f"{base_url}/voices/{voice_id}")
     pause = np.zeros(RATE // 4, dtype=np.float32)
     speech = np.concatenate([piece for audio in said for piece in (audio, pause)])
-    return Clone(person, speech, heard, seconds)
+    return Clone(person, speech, heard, seconds, float(voice["resemblance"]))
 
 
 def _spoken(client: httpx.Client, base_url: str, voice_id: str, text: str) -> Audio:
@@ -229,4 +232,35 @@ def measure(client: httpx.Client, base_url: str, work: Path) -> dict[str, Any]:
     for half in ("development", "held-out"):
         result[f"wer_{half}"] = clone_wer([c for c in clones if c.person.half == half])
     result["clone_seconds"] = max(clone.seconds for clone in clones)
+    result["service"] = service_figures(clones)
     return result
+
+
+def service_figures(clones: Sequence[Clone]) -> dict[str, Any]:
+    """What the service says of its clones (`resemblance`), and the calibration of its own
+    encoder that the figure rests on, measured per half as `speaker_embedding` defines it:
+    a person's sample against 7 s of their reference, and against strangers' references."""
+    encoder = SpeakerEncoder(intra_op_threads=1)
+    everyone = [clone.person for clone in clones]
+    samples = {person.name: encoder.embed(person.sample) for person in everyone}
+    references = {person.name: encoder.embed(person.reference[: 7 * RATE]) for person in everyone}
+    figures: dict[str, Any] = {
+        "resemblance": {clone.person.name: clone.resemblance for clone in clones}
+    }
+    for half in ("development", "held-out"):
+        names = [person.name for person in everyone if person.half == half]
+        figures[half] = {
+            "resemblance": statistics.mean(
+                clone.resemblance for clone in clones if clone.person.half == half
+            ),
+            "same_speaker": statistics.mean(
+                float(samples[name] @ references[name]) for name in names
+            ),
+            "strangers": statistics.mean(
+                float(samples[name] @ references[other])
+                for name in names
+                for other in names
+                if other != name
+            ),
+        }
+    return figures

@@ -798,6 +798,9 @@ def clone_resemblance(svc: Service, work: Path) -> tuple[list[Figure], dict[str,
                other["accepted"], "share"),
         Figure("resemblance_normalised_development", "20. clone resemblance, development "
                "half (CAM++)", developed["normalised"], "normalised"),
+        Figure("resemblance_service", "20. the service's own resemblance of its clones, held "
+               "out (what `resemblance` says)", result["service"]["held-out"]["resemblance"],
+               "normalised"),
     ]  # fmt: skip
     return figures, result
 

@@ -189,7 +189,7 @@ def _clone(engines: Engines, sentences: Sequence[str]) -> tuple[EngineVoice, Map
     sample = reference.synthesize(CLONE_REFERENCE.key, " ".join(sentences))
     rate = engines.cloner.sample_rate
     upload = Pcm(resample(sample, rate, "s16").astype(np.int16), rate)
-    return voice, engines.cloner.profile(upload)
+    return voice, engines.cloner.clone(upload).profile
 
 
 def _dnsmos(audio: npt.NDArray[np.float32]) -> dict[str, float]:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from typer.testing import CliRunner
 
+from tests.helpers.api import raised_voice_sample
 from tests.helpers.app import running
 from tests.helpers.cli import admin_env
 from tests.helpers.voices import JOE
@@ -18,6 +20,7 @@ from voice_service.app import create_app
 from voice_service.cli import app as cli
 from voice_service.inference.engines import Engines
 from voice_service.settings import Settings
+from voice_service.voices.schemas import resemblance_word
 
 
 @pytest.fixture
@@ -201,6 +204,7 @@ def test_orgs_set_cap_and_show(admin, admin_text) -> None:  # type: ignore[no-un
         ("keys", "list", "org_nope"),
         ("usage", "org_nope"),
         ("requests", "org_nope"),
+        ("clones", "org_nope"),
     ],
 )
 def test_unknown_ids_fail_clearly(admin, args: tuple[str, ...]) -> None:  # type: ignore[no-untyped-def]
@@ -291,8 +295,40 @@ def test_cli_changes_take_effect_over_http(  # type: ignore[no-untyped-def]
     assert status("GET", "/voices") == 401
 
 
+def test_clones_lists_each_clone_with_its_resemblance(  # type: ignore[no-untyped-def]
+    admin, admin_text, settings: Settings, engines: Engines, tmp_path: Path
+) -> None:
+    org = admin("orgs", "create", "Acme")
+    key = admin("keys", "create", org["id"])
+    assert admin("clones", org["id"]) == []
+    assert admin_text("clones", org["id"]) == f"{org['id']} has no cloned voices.\n"
+
+    async def cloned() -> dict[str, Any]:
+        async with running(create_app(settings, engines)) as client:
+            response = await client.post(
+                "/voices/clone",
+                headers={"Authorization": f"Bearer {key['secret']}"},
+                # A name with an escape sequence that would clear an operator's screen.
+                data={"name": "Ann\x1b[2J", "consent": "true"},
+                files={"file": ("sample.wav", raised_voice_sample(tmp_path), "audio/wav")},
+            )
+            assert response.status_code == 201, response.text
+            voice: dict[str, Any] = response.json()["voice"]
+            return voice
+
+    voice = asyncio.run(cloned())
+    (listed,) = admin("clones", org["id"])
+    assert listed["id"] == voice["id"] and listed["name"] == "Ann\x1b[2J"
+    assert listed["resemblance"] == voice["resemblance"] and 0 <= voice["resemblance"] <= 1
+    line = admin_text("clones", org["id"])
+    word = resemblance_word(voice["resemblance"])
+    assert f"{voice['id']}  Ann\ufffd[2J  resemblance {voice['resemblance']:.2f} ({word})" in line
+    assert "\x1b" not in line
+
+
 @pytest.mark.parametrize(
-    "command", [[], ["serve"], ["keys", "create"], ["orgs", "suspend"], ["usage"], ["requests"]]
+    "command",
+    [[], ["serve"], ["keys", "create"], ["orgs", "suspend"], ["usage"], ["requests"], ["clones"]],
 )
 def test_help_names_each_flag_plainly(command: list[str]) -> None:
     result = CliRunner().invoke(cli, [*command, "--help"])

@@ -42,8 +42,17 @@ async def test_clone_is_created_billed_and_stores_consent(
     response = await clone(client, tenant, sample, description="Narration voice")
     assert response.status_code == 201, response.text
     voice = response.json()["voice"]
-    assert set(voice) == {"id", "name", "language", "type", "created_at", "description"}
+    assert set(voice) == {
+        "id",
+        "name",
+        "language",
+        "type",
+        "created_at",
+        "description",
+        "resemblance",
+    }
     assert (voice["name"], voice["type"], voice["language"]) == ("My voice", "CLONED", None)
+    assert 0 <= voice["resemblance"] <= 1
     assert voice["description"] == "Narration voice"  # and as GET reads it back:
     again = await client.get(f"/voices/{voice['id']}", headers=tenant.headers)
     assert again.json()["voice"]["description"] == "Narration voice"
@@ -169,20 +178,52 @@ async def test_oversized_sample_is_413(client: httpx.AsyncClient, tenant: Tenant
     assert_error(response, 413, "PAYLOAD_TOO_LARGE")
 
 
-@pytest.mark.parametrize("kind", ["silence", "noise"])
+CODEC2 = Path("/usr/share/codec2/wav")  # Debian's codec2-examples (.ci/run installs it)
+
+
+def _pcm_wav(pcm: Pcm, path: Path) -> bytes:
+    return clips.write_audio(path, pcm, "wav-s16").read_bytes()
+
+
+@pytest.mark.parametrize(
+    "kind", ["silence", "noise", "tone", "chord", "david4.wav", "vk2tpm_004.wav"]
+)
 async def test_sample_without_speech_is_400(
     client: httpx.AsyncClient, tenants: Tenants, tenant: Tenant, tmp_path: Path, kind: str
 ) -> None:
+    """Silence, noise, tones, and two recordings off the air that hold no voice (codec2's
+    examples: a data modem's signal, and a digital voice mode's, undecoded)."""
     rng = np.random.default_rng(1)
-    pcm = (
-        clips.silence(3.0)
-        if kind == "silence"
-        else Pcm(samples=(rng.normal(0, 6000, 48000)).astype(np.int16), sample_rate=16000)
-    )
-    data = clips.write_audio(tmp_path / "s.wav", pcm, "wav-s16").read_bytes()
+    if kind.endswith(".wav"):
+        data = (CODEC2 / kind).read_bytes()
+    elif kind == "silence":
+        data = _pcm_wav(clips.silence(3.0), tmp_path / "s.wav")
+    elif kind == "noise":
+        noise = Pcm(samples=(rng.normal(0, 6000, 48000)).astype(np.int16), sample_rate=16000)
+        data = _pcm_wav(noise, tmp_path / "s.wav")
+    else:
+        hertz = (440.0,) if kind == "tone" else (262.0, 330.0, 392.0)
+        seconds = np.arange(16000 * 5) / 16000
+        signal = sum(np.sin(2 * np.pi * hz * seconds * (1 + 0.02 * seconds)) for hz in hertz)
+        chord = Pcm((8000 * signal / len(hertz)).astype(np.int16), 16000)
+        data = _pcm_wav(chord, tmp_path / "s.wav")
     response = await clone(client, tenant, data)
-    assert "speech" in assert_error(response, 400, "INVALID_REQUEST")["message"]
+    message = assert_error(response, 400, "INVALID_REQUEST")["message"]
+    assert message.startswith("file: no usable speech in the sample")
     assert await usage_units(tenants, tenant.org_id) == []
+
+
+async def test_a_clear_radio_recording_at_8_khz_is_cloned(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    """A radio amateur's voice off the air (codec2's ve9qrp.wav, 8 kHz, 112 s): speech
+    however it was recorded, which Whisper writes down without a mistake."""
+    sample = (CODEC2 / "ve9qrp.wav").read_bytes()
+    response = await clone(client, tenant, sample)
+    assert response.status_code == 201, response.text
+    assert 0 <= response.json()["voice"]["resemblance"] <= 1
+    spoken = await speak(client, tenant, "Hello.", response.json()["voice"]["id"])
+    assert spoken.status_code == 200
 
 
 @pytest.mark.parametrize("kind", ["org", "account"])

@@ -37,9 +37,17 @@ async def test_catalogue_voices_have_the_spec_fields(
     voices = await list_voices(client, tenant)
     assert voices
     for voice in voices:
-        # The spec's fields, and a clone's description (null here)
-        assert set(voice) == {"id", "name", "language", "type", "created_at", "description"}
-        assert voice["description"] is None
+        # The spec's fields, and a clone's description and resemblance (null here)
+        assert set(voice) == {
+            "id",
+            "name",
+            "language",
+            "type",
+            "created_at",
+            "description",
+            "resemblance",
+        }
+        assert voice["description"] is None and voice["resemblance"] is None
         assert VOICE_ID.match(str(voice["id"]))
         assert voice["type"] == "PROVIDER"
         assert voice["language"]

@@ -22,9 +22,10 @@ from tests.helpers.console import (
 )
 from tests.helpers.servers import Server
 from tests.helpers.voices import JOE, SPANISH
+from voice_service.cloning.service import MIN_SPEECH_SECONDS
 from voice_service.console.voices import PREVIEWS_PER_MINUTE
 from voice_service.core.vocabulary import Scope
-from voice_service.engines.world.analysis import MIN_VOICED_SECONDS
+from voice_service.voices.schemas import resemblance_word
 
 
 def sign_in_attempt(server: Server, email: str, password: str) -> httpx.Response:
@@ -463,8 +464,19 @@ def test_a_clone_from_the_console_redirects_to_the_voices_page_naming_it(
             params={"request_id": cloned.headers["x-request-id"]},
         ).text
         reloaded = client.get(f"{voices}/clone")
+    secret = cli(server, "keys", "create", nina.org_id)["secret"]
+    api = httpx.get(
+        f"{server.base_url}/voices/{match.group(1)}",
+        headers={"Authorization": f"Bearer {secret}"},
+    ).json()["voice"]
     assert "Voice “Nina” cloned." in shown
     assert f'<tr data-voice="{match.group(1)}" class="highlight">' in shown
+    # How much it sounds like its sample: the API's figure, with its word.
+    word = resemblance_word(api["resemblance"])
+    assert word is not None
+    row = shown.split(f'data-voice="{match.group(1)}"')[1].split("</tr>")[0]
+    assert f'data-resemblance="{word}"' in row
+    assert f'{word.capitalize()}</span> <span class="muted small">{api["resemblance"]:.2f}' in row
     for page in (plain, not_a_clone):
         assert "cloned.</div>" not in page and 'class="highlight"' not in page
     assert 'badge-ok">201</span>' in log  # the row says what was made, as the API's does
@@ -497,4 +509,4 @@ def test_the_keys_and_voices_pages_say_what_the_api_takes(server: Server, alice:
         voices = client.get(f"/console/orgs/{alice.org_id}/voices").text
     assert "<code>/api/v1</code> and to the OpenAI-compatible <code>/v1</code>" in keys
     assert "10\N{EN DASH}30 s of speech is best" in voices
-    assert f"at least {MIN_VOICED_SECONDS:g} s of voiced speech is accepted" in voices
+    assert f"at least {MIN_SPEECH_SECONDS:g} s of speech is needed" in voices

@@ -204,7 +204,7 @@ def test_a_sample_spoken_by_a_candidate_base_picks_it(
     # Other words than the calibration's: the choice must follow the voice, not the text.
     sample = engines.speakers[base].synthesize(key, " ".join(ENGLISH_TEXTS[1:3]))
 
-    assert cloner.profile(sample)["base_voice"] == key
+    assert cloner.clone(sample).profile["base_voice"] == key
 
 
 def test_a_version_1_profile_speaks_with_piper(

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
 from fastapi import FastAPI
 from sqlalchemy import select
@@ -22,6 +23,7 @@ from tests.helpers.live import audio_duration
 from tests.helpers.speech_clips import english_speech, write_audio
 from tests.helpers.upstreams import providers_file
 from voice_service.app import create_app
+from voice_service.audio.encode import wav_of
 from voice_service.core.ids import catalogue_voice_id
 from voice_service.core.models import UsageRecord, Voice
 from voice_service.inference.engines import Engines
@@ -224,6 +226,8 @@ async def test_a_clone_is_made_there_speaks_there_and_is_deleted_there(
     response = await clone(client, tenant, raised_voice_sample(tmp_path), name="Mine")
     assert response.status_code == 201, response.text
     voice_id = response.json()["voice"]["id"]
+    # Made there: this node has not heard it, so it cannot say how much it resembles.
+    assert response.json()["voice"]["resemblance"] is None
     (added,) = [v for v in peer.voices.values() if v.category == "cloned"]
     assert added.name == "Mine"
     async with app.state.context.sessions() as session:
@@ -246,6 +250,13 @@ async def test_a_clone_elevenlabs_refuses_is_not_created_here(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     client, app, tenant = node
+    noise = np.random.default_rng(3).normal(0, 6000, 16000 * 3).astype(np.int16)
+    refused = await clone(client, tenant, wav_of(noise.astype(np.float32) / 32768, 16000))
+    # No speech: refused here, as by this node's own cloner, before ElevenLabs is asked.
+    assert assert_error(refused, 400, "INVALID_REQUEST")["message"].startswith(
+        "file: no usable speech in the sample"
+    )
+    assert not [r for r in peer.requests if r.path == "/v1/voices/add"]
     peer.fail_next(400, message="The sample is too short.")
     response = await clone(client, tenant, raised_voice_sample(tmp_path))
     error = assert_error(response, 400, "INVALID_REQUEST")

@@ -64,6 +64,19 @@ def load_vad() -> None:
     _model()
 
 
+def speech_seconds(audio: Floats) -> float:
+    """How much of `audio` (16 kHz mono) Silero hears as speech: its windows at or above
+    the default threshold, in seconds. Judged a few seconds at a time: the model's memory
+    grows with the windows of one run."""
+    detector = SpeechDetector(ServerVad())
+    piece = 8 * RATE
+    windows = 0
+    for start in range(0, audio.size, piece):
+        probabilities = detector.judge(audio[start : start + piece])
+        windows += int(np.count_nonzero(probabilities >= detector.settings.threshold))
+    return windows * WINDOW / RATE
+
+
 class SpeechDetector:
     """One session's speech detection: audio in, speech started and stopped out."""
 
@@ -87,17 +100,21 @@ class SpeechDetector:
         speaking, or when the last window judged was not silence."""
         return self._judged - self._silence if self.speaking and self._silence else None
 
-    def add(self, audio: Floats) -> list[VadEvent]:
-        """Judge every whole window `audio` completes."""
+    def judge(self, audio: Floats) -> Floats:
+        """The speech probability of every whole window `audio` completes."""
         pending = np.concatenate([self._pending, audio])
         whole = pending.size - pending.size % WINDOW
         self._pending = pending[whole:]
         if whole == 0:
-            return []
+            return np.zeros(0, dtype=np.float32)
         windows = pending[:whole].reshape(-1, WINDOW)
         contexts = np.concatenate([self._context[None, :], windows[:-1, -_CONTEXT:]])
         self._context = windows[-1, -_CONTEXT:].copy()
-        probabilities = self._probabilities(np.concatenate([contexts, windows], axis=1))
+        return self._probabilities(np.concatenate([contexts, windows], axis=1))
+
+    def add(self, audio: Floats) -> list[VadEvent]:
+        """Judge every whole window `audio` completes."""
+        probabilities = self.judge(audio)
         events = []
         silence_needed = self.settings.silence_duration_ms * RATE // 1000
         for probability in probabilities:

@@ -14,6 +14,7 @@ from voice_service.cli.shared import (
     emit,
     refuse,
     run_work,
+    shown,
 )
 
 # The books and tenancy (SQLAlchemy) are imported by the commands (cli/shared.py says why).
@@ -125,3 +126,39 @@ def requests(
         for r in rows
     ]
     emit(as_json, rows, "\n".join(lines) or "no requests")
+
+
+def clones(org_id: OrgId, as_json: JsonFlag = False) -> None:
+    """An organization's cloned voices, oldest first, with how much each sounds like its
+    sample (resemblance, 0 to 1, by the node's own speaker encoder: low, fair or close)."""
+    from voice_service.tenancy import service as tenancy
+    from voice_service.voices.repository import list_clones
+    from voice_service.voices.schemas import Voice
+
+    async def load(session: AsyncSession) -> list[dict[str, Any]]:
+        await tenancy.require_org(session, org_id)
+        # As the API shows them (GET /api/v1/voices).
+        return [
+            Voice.of(voice).model_dump(mode="json") for voice in await list_clones(session, org_id)
+        ]
+
+    rows = run_work(load)
+    emit(as_json, rows, _clones_text(org_id, rows))
+
+
+def _clones_text(org_id: str, rows: list[dict[str, Any]]) -> str:
+    from voice_service.voices.schemas import resemblance_word
+
+    if not rows:
+        return f"{org_id} has no cloned voices."
+    lines = []
+    for row in rows:
+        likeness = row["resemblance"]
+        heard = (
+            "resemblance not measured"
+            if likeness is None
+            else f"resemblance {likeness:.2f} ({resemblance_word(likeness)})"
+        )
+        made = row["created_at"][:16].replace("T", " ")  # to the minute, in UTC
+        lines.append(f"{made}  {row['id']}  {shown(row['name'])}  {heard}")
+    return "\n".join(lines)

@@ -52,6 +52,12 @@ def refuse(message: str) -> NoReturn:
     raise typer.Exit(1)
 
 
+def shown(text: str) -> str:
+    """A name a tenant chose, safe to print on an operator's terminal: control characters
+    (an escape sequence could rewrite the screen) shown as U+FFFD."""
+    return "".join(char if char.isprintable() else "\ufffd" for char in text)
+
+
 def emit(as_json: bool, data: Any, text: str) -> None:
     typer.echo(json.dumps(data, default=_json_default, indent=2) if as_json else text)
 

@@ -18,6 +18,7 @@ from voice_service.cli.shared import (
     UserId,
     emit,
     run_work,
+    shown,
 )
 
 # What the options need to be declared, and nothing more: the tenancy services (SQLAlchemy,
@@ -438,5 +439,5 @@ def _per_minute(rate_limit: int | None, default: int) -> str:
 
 
 def _key_label(name: str | None, kind: str) -> str:
-    label = name or "(no name)"
+    label = shown(name) if name else "(no name)"
     return label if kind == "api" else f"{label} [{kind} key]"

@@ -5,14 +5,16 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from voice_service.audio.decode import decode_audio
-from voice_service.audio.formats import identify_audio
+from voice_service.audio import vad
+from voice_service.audio.decode import DecodedAudio, decode_audio
+from voice_service.audio.formats import UploadFormat, identify_audio
 from voice_service.audio.policy import audio_errors_as_api_errors
 from voice_service.books.ledger import Ledger
 from voice_service.books.usage.charge import Charge
@@ -23,7 +25,13 @@ from voice_service.core.ids import new_id
 from voice_service.core.models import Voice, utcnow
 from voice_service.core.vocabulary import Capability, UsageEndpoint
 from voice_service.engines.catalog import CLONER, DECODER
-from voice_service.engines.protocols import EngineError, Pcm, UnusableSample, VoiceCloner
+from voice_service.engines.protocols import (
+    Clone,
+    EngineError,
+    Pcm,
+    UnusableSample,
+    VoiceCloner,
+)
 from voice_service.inference.admission import Job
 from voice_service.inference.providers.provider import Provider
 from voice_service.inference.providers.table import voice_key
@@ -38,6 +46,8 @@ logger = logging.getLogger(__name__)
 
 # The part of a sample that is analysed: enough for 30 s of speech after leading silence.
 MAX_SAMPLE_SECONDS = 120.0
+# Speech Silero must hear in that part: tones, noise, music and modem signals have none.
+MIN_SPEECH_SECONDS = 1.0
 CLONE_UNITS = 1  # a clone's price, whatever its sample
 
 
@@ -50,7 +60,7 @@ class CloneRequest:
 
 @dataclass(frozen=True, slots=True)
 class AnalysedSample:
-    profile: dict[str, Any]
+    clone: Clone
     sha256: str
 
 
@@ -111,7 +121,8 @@ async def clone_voice(
         request,
         sample,
         engine_voice=cloner.base_voice,
-        profile=analysed.profile,
+        profile=analysed.clone.profile,
+        resemblance=round(analysed.clone.resemblance, 2),
         sha256=analysed.sha256,
     )
 
@@ -125,6 +136,7 @@ async def _record_clone(
     *,
     engine_voice: str,
     profile: dict[str, Any] | None,
+    resemblance: float | None,
     sha256: str,
 ) -> Voice:
     """The clone's row, its sample and its unit, committed together (the limit checked
@@ -147,6 +159,7 @@ async def _record_clone(
             language=None,
             engine_voice=engine_voice,
             profile=profile,
+            resemblance=resemblance,
             description=request.description,
             consent=request.consent,
             consented_at=utcnow(),
@@ -169,7 +182,7 @@ async def _clone_at_provider(
     """An instant clone made at `provider`: added there first (a sample it refuses creates
     nothing here), then recorded here; if that fails, deleted there again."""
     job = Job(Capability.CLONING, DECODER, abandoned=ledger.client_gone)
-    with audio_errors_as_api_errors("sample"):
+    with _sample_refusals():
         upload, sha256 = await runtime.pool.run(job, _sample_for_provider, sample)
     added = provider.add_voice(request.name, request.description, upload)
     remote_id = await unless_set(ledger.client_gone, added)
@@ -182,6 +195,7 @@ async def _clone_at_provider(
             sample,
             engine_voice=voice_key(provider.name, remote_id),
             profile=None,
+            resemblance=None,  # the provider's voice cannot be heard here until it speaks
             sha256=sha256,
         )
     except BaseException:
@@ -194,8 +208,19 @@ async def _clone_at_provider(
 
 def _sample_for_provider(path: Path) -> tuple[AudioFile, str]:
     fmt = identify_audio(path)
+    _check_speech(_decoded(path, fmt, vad.RATE))
     name, media_type = UPLOAD_NAMES[fmt]
     return AudioFile(name, path.read_bytes(), media_type), _sha256(path)
+
+
+@contextlib.contextmanager
+def _sample_refusals() -> Iterator[None]:
+    """A sample that cannot be decoded, or holds no usable speech, as the API's 4xx."""
+    try:
+        with audio_errors_as_api_errors("sample"):
+            yield
+    except UnusableSample as exc:
+        raise InvalidRequest(f"file: no usable speech in the sample: {exc}.") from None
 
 
 def _check_limit(live: int, org_limit: int | None, default_limit: int) -> None:
@@ -210,10 +235,8 @@ async def _analyse(
 ) -> AnalysedSample:
     job = Job(Capability.CLONING, CLONER, abandoned=ledger.client_gone)
     try:
-        with audio_errors_as_api_errors("sample"):
+        with _sample_refusals():
             return await runtime.pool.run(job, _analyse_file, cloner, sample)
-    except UnusableSample as exc:
-        raise InvalidRequest(f"file: no usable speech in the sample: {exc}.") from None
     except EngineError as exc:
         logger.error("sample analysis failed for %s: %r", ledger.request_id, exc)
         raise ProviderError() from exc
@@ -221,16 +244,29 @@ async def _analyse(
 
 def _analyse_file(cloner: VoiceCloner, path: Path) -> AnalysedSample:
     fmt = identify_audio(path)
-    # The analysis reads at most MAX_SAMPLE_SECONDS: a few hundred kB of Opus can hold 30
-    # minutes, which decoded whole would only cost memory (bench/engine_settings.md).
-    audio = decode_audio(
-        path, max_seconds=MAX_SAMPLE_SECONDS, rate=cloner.sample_rate, fmt=fmt, truncate=True
-    )
+    audio = _decoded(path, fmt, vad.RATE)
+    _check_speech(audio)
+    if cloner.sample_rate != vad.RATE:
+        audio = _decoded(path, fmt, cloner.sample_rate)
     pcm = Pcm(
         samples=(np.clip(audio.samples, -1.0, 1.0) * 32767).astype(np.int16),
         sample_rate=audio.sample_rate,
     )
-    return AnalysedSample(profile=cloner.profile(pcm), sha256=_sha256(path))
+    return AnalysedSample(clone=cloner.clone(pcm), sha256=_sha256(path))
+
+
+def _decoded(path: Path, fmt: UploadFormat, rate: int) -> DecodedAudio:
+    # The analysis reads at most MAX_SAMPLE_SECONDS: a few hundred kB of Opus can hold 30
+    # minutes, which decoded whole would only cost memory (bench/engine_settings.md).
+    return decode_audio(path, max_seconds=MAX_SAMPLE_SECONDS, rate=rate, fmt=fmt, truncate=True)
+
+
+def _check_speech(audio: DecodedAudio) -> None:
+    heard = vad.speech_seconds(audio.samples)
+    if heard < MIN_SPEECH_SECONDS:
+        raise UnusableSample(
+            f"it holds {heard:.1f} s of speech; at least {MIN_SPEECH_SECONDS:.0f} s is needed"
+        )
 
 
 def _sha256(path: Path) -> str:

@@ -15,6 +15,7 @@ from voice_service.console.security import secure_headers
 from voice_service.console.words import noun, quantity
 from voice_service.core.models import Organization
 from voice_service.tenancy.console_sessions import SignedIn
+from voice_service.voices.schemas import resemblance_word
 
 CONSOLE_PREFIX = "/console"
 
@@ -42,6 +43,7 @@ _templates.filters["when"] = _when
 _templates.filters["noun"] = noun
 _templates.filters["quantity"] = quantity
 _templates.filters["wrappable"] = _wrappable
+_templates.filters["resemblance_word"] = resemblance_word
 
 
 def render(

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from voice_service.books.ledger import Ledger
 from voice_service.cloning.schemas import MAX_DESCRIPTION_LENGTH, MAX_NAME_LENGTH
 from voice_service.cloning.service import (
+    MIN_SPEECH_SECONDS,
     CloneRequest,
     clone_request,
     clone_voice,
@@ -28,7 +29,7 @@ from voice_service.console.voice_search import CatalogueSearch, languages
 from voice_service.core.errors import ApiError, InvalidRequest, describe_errors
 from voice_service.core.models import Organization
 from voice_service.core.vocabulary import Service
-from voice_service.engines.world.analysis import MAX_ANALYSIS_SECONDS, MIN_VOICED_SECONDS
+from voice_service.engines.world.analysis import MAX_ANALYSIS_SECONDS
 from voice_service.kit.db import transaction
 from voice_service.speech.schemas import MAX_TEXT_LENGTH, SpeechRequest
 from voice_service.speech.service import synthesize_speech
@@ -60,7 +61,7 @@ def _sample_seconds(context: Context) -> dict[str, str] | None:
     page's own to drift); None where a provider clones, whose limits are its own."""
     if context.providers.cloner() is not None:
         return None
-    return {"least": f"{MIN_VOICED_SECONDS:g}", "used": f"{MAX_ANALYSIS_SECONDS:g}"}
+    return {"least": f"{MIN_SPEECH_SECONDS:g}", "used": f"{MAX_ANALYSIS_SECONDS:g}"}
 
 
 @router.get("/orgs/{org_id}/voices")

@@ -116,6 +116,9 @@ class Voice(Base):
     # The engine voice that speaks it: a catalogue key, or for a clone its base voice.
     engine_voice: Mapped[str] = mapped_column(String(200))
     profile: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # A clone's likeness to its sample, 0-1 (`engines.protocols.Clone`); null for
+    # catalogue voices, clones made at a provider and clones made before it was measured.
+    resemblance: Mapped[float | None]
     description: Mapped[str | None] = mapped_column(Text)
     consent: Mapped[str | None] = mapped_column(Text)
     consented_at: Mapped[datetime | None]

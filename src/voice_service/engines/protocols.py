@@ -74,6 +74,17 @@ class TextToSpeech(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class Clone:
+    """What a sample made: the profile the voice is spoken from (stored with it, JSON-
+    serializable) and how much the voice resembles the sample."""
+
+    profile: dict[str, Any]
+    # 0-1, by the node's own speaker encoder: the clone's speech against the sample, where
+    # 0 is a stranger and 1 a second recording of the person (`speaker_embedding.resemblance`).
+    resemblance: float
+
+
 class VoiceCloner(Protocol):
     """Clones: a profile measured once on a sample, then speech in that voice."""
 
@@ -88,9 +99,9 @@ class VoiceCloner(Protocol):
         """The rate samples are analysed at: decode them at this rate."""
         ...
 
-    def profile(self, sample: Pcm) -> dict[str, Any]:
-        """What the clone's voice is made from, stored with it (JSON-serializable).
-        Raises `UnusableSample` when the sample holds no usable speech."""
+    def clone(self, sample: Pcm) -> Clone:
+        """The voice `sample` makes. Raises `UnusableSample` when the sample holds no
+        usable speech."""
         ...
 
     def speaker(self, profile: Mapping[str, Any]) -> Callable[[str], Pcm]:

@@ -102,6 +102,20 @@ def cosine(a: Embedding, b: Embedding) -> float:
     return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-12))
 
 
+# This encoder's cosine between a person's sample and 7 s of another recording of them, and
+# of a stranger, on the development half of the benchmark's real people (bench.people; the
+# resemblance step measures them again and docs/performance.md quotes both halves).
+SAME_SPEAKER_SIMILARITY: Final = 0.92
+STRANGER_SIMILARITY: Final = 0.43
+
+
+def resemblance(similarity: float) -> float:
+    """A cosine as a 0-1 resemblance: 0 where strangers sit, 1 where a second recording of
+    the same person sits."""
+    scaled = (similarity - STRANGER_SIMILARITY) / (SAME_SPEAKER_SIMILARITY - STRANGER_SIMILARITY)
+    return min(max(scaled, 0.0), 1.0)
+
+
 def log_mel(
     audio: npt.NDArray[np.float32], window: npt.NDArray[np.float64], mel: npt.NDArray[np.float64]
 ) -> npt.NDArray[np.float32]:

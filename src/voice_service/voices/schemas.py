@@ -29,6 +29,21 @@ Timestamp = Annotated[
 ]
 
 
+# Where a resemblance (0: a stranger, 1: a second recording of the person) turns from one
+# plain word to the next, as the console and the CLI say it.
+FAIR_RESEMBLANCE = 0.4
+CLOSE_RESEMBLANCE = 0.7
+
+
+def resemblance_word(resemblance: float | None) -> str | None:
+    """ "low", "fair" or "close"; None where nothing was measured."""
+    if resemblance is None:
+        return None
+    if resemblance >= CLOSE_RESEMBLANCE:
+        return "close"
+    return "fair" if resemblance >= FAIR_RESEMBLANCE else "low"
+
+
 class Voice(BaseModel):
     id: str = Field(examples=[EXAMPLE_VOICE_ID])
     name: str
@@ -38,6 +53,19 @@ class Voice(BaseModel):
     # Beyond the spec's Voice (issue 51): a clone's description, as given when it was made.
     description: str | None = Field(
         None, description="A clone's description, as given when it was made; null otherwise."
+    )
+    # Beyond the spec's Voice (issue 56).
+    resemblance: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        examples=[0.42],
+        description=(
+            "How much a clone sounds like its sample, by this node's own speaker encoder: "
+            "0 is where a stranger sits, 1 where a second recording of the person sits. "
+            "Null for catalogue voices, clones made at a provider, and clones made before "
+            "it was measured."
+        ),
     )
 
     @classmethod
@@ -49,6 +77,7 @@ class Voice(BaseModel):
             type="CLONED" if voice.type == "CLONED" else "PROVIDER",
             created_at=voice.created_at,
             description=voice.description if voice.type == "CLONED" else None,
+            resemblance=voice.resemblance if voice.type == "CLONED" else None,
         )
 
 

@@ -18,8 +18,13 @@ from typing import Any, Final
 
 import numpy as np
 
-from voice_service.engines.protocols import Pcm, TextToSpeech
-from voice_service.engines.speaker_embedding import SpeakerEncoder, cosine
+from voice_service.engines.protocols import Clone, Pcm, TextToSpeech
+from voice_service.engines.speaker_embedding import (
+    Embedding,
+    SpeakerEncoder,
+    cosine,
+    resemblance,
+)
 from voice_service.engines.world.analysis import (
     ANALYSIS_RATE,
     analyse_sample,
@@ -34,7 +39,7 @@ from voice_service.engines.world.conversion import (
     convert,
     resynthesize,
 )
-from voice_service.engines.world.pcm import Floats, resample, rms, to_float, to_int16
+from voice_service.engines.world.pcm import resample, rms, to_float, to_int16
 from voice_service.engines.world.profile import VoiceProfile
 
 # A few sentences covering English vowels and voiced consonants, spoken once at start-up to
@@ -52,6 +57,16 @@ BASE_CALIBRATION_TEXT: Final = (
 # then resynthesized toward every new sample to choose its base: one sentence, since each
 # clone converts it once per base (figures: bench/engine_settings.md).
 PROBE_TEXT: Final = "The quick brown fox jumps over the lazy dog."
+# What a new clone says to be measured against its sample (`resemblance`): sentences the
+# choice of base never heard, so the choice does not flatter the measure. Short ones, said
+# one at a time: an engine's buffers grow to the longest it has said, and these are no
+# longer than the probe.
+VERIFY_SENTENCES: Final = (
+    "Every morning, I walk along the river.",
+    "I watch the boats drift past the old bridge.",
+    "Would you like a cup of tea?",
+    "Or would you rather have some cold water?",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,23 +139,29 @@ class WorldCloner:
     def base_voices(self) -> tuple[str, ...]:
         return tuple(self._bases)
 
-    def profile(self, sample: Pcm) -> dict[str, Any]:
+    def clone(self, sample: Pcm) -> Clone:
         speech = analysed_speech(sample)
-        profile = profile_speech(speech)
-        base = self.nearest_base(speech, profile)
-        return dataclasses.replace(profile, base_voice=base).to_dict()
+        measured = profile_speech(speech)
+        embedding = self._encoder.embed(speech.astype(np.float32))
+        profile = dataclasses.replace(
+            measured, base_voice=self.nearest_base(embedding, measured)
+        ).to_dict()
+        speak = self.speaker(profile)
+        heard = np.concatenate(
+            [analysed_speech(speak(sentence)) for sentence in VERIFY_SENTENCES]
+        ).astype(np.float32)
+        return Clone(profile, resemblance(cosine(embedding, self._encoder.embed(heard))))
 
-    def nearest_base(self, speech: Floats, target: VoiceProfile) -> str:
-        """The base whose probe, converted toward `target`, sounds nearest `speech` (the
-        sample at 16 kHz, as `analysed_speech` gives it)."""
+    def nearest_base(self, sample: Embedding, target: VoiceProfile) -> str:
+        """The base whose probe, converted toward `target`, sounds nearest the sample (its
+        d-vector, `sample`)."""
         if len(self._bases) == 1:
             return self._default.key
-        embedding = self._encoder.embed(speech.astype(np.float32))
 
         def similarity(key: str) -> float:
             conversion = Conversion.between(self.base_profile(key), target)
             converted = analysed_speech(resynthesize(self._probe(key), conversion))
-            return cosine(embedding, self._encoder.embed(converted.astype(np.float32)))
+            return cosine(sample, self._encoder.embed(converted.astype(np.float32)))
 
         return max(self._bases, key=similarity)
 
