@@ -18,7 +18,7 @@ from sqlalchemy import select
 from tests.helpers import speech_clips as clips
 from tests.helpers.api import assert_error, clone, raised_voice_sample, speak, usage_units
 from tests.helpers.app import Tenant, Tenants, running
-from tests.helpers.voices import JOE
+from tests.helpers.voices import JOE, VOICE_FIELDS
 from voice_service.app import create_app
 from voice_service.core.models import Voice, VoiceSample
 from voice_service.engines.kokoro import SAMPLE_RATE as KOKORO_RATE
@@ -42,15 +42,7 @@ async def test_clone_is_created_billed_and_stores_consent(
     response = await clone(client, tenant, sample, description="Narration voice")
     assert response.status_code == 201, response.text
     voice = response.json()["voice"]
-    assert set(voice) == {
-        "id",
-        "name",
-        "language",
-        "type",
-        "created_at",
-        "description",
-        "resemblance",
-    }
+    assert set(voice) == VOICE_FIELDS
     assert (voice["name"], voice["type"], voice["language"]) == ("My voice", "CLONED", None)
     assert 0 <= voice["resemblance"] <= 1
     assert voice["description"] == "Narration voice"  # and as GET reads it back:

@@ -13,7 +13,7 @@ from fastapi import FastAPI
 from tests.helpers import speech_clips as clips
 from tests.helpers.api import assert_error, clone
 from tests.helpers.app import Tenant, Tenants, running
-from tests.helpers.voices import JOE
+from tests.helpers.voices import JOE, VOICE_FIELDS
 from voice_service.app import create_app
 from voice_service.core.ids import catalogue_voice_id
 from voice_service.inference.engines import Engines
@@ -38,15 +38,7 @@ async def test_catalogue_voices_have_the_spec_fields(
     assert voices
     for voice in voices:
         # The spec's fields, and a clone's description and resemblance (null here)
-        assert set(voice) == {
-            "id",
-            "name",
-            "language",
-            "type",
-            "created_at",
-            "description",
-            "resemblance",
-        }
+        assert set(voice) == VOICE_FIELDS
         assert voice["description"] is None and voice["resemblance"] is None
         assert VOICE_ID.match(str(voice["id"]))
         assert voice["type"] == "PROVIDER"
