@@ -57,16 +57,10 @@ BASE_CALIBRATION_TEXT: Final = (
 # then resynthesized toward every new sample to choose its base: one sentence, since each
 # clone converts it once per base (figures: bench/engine_settings.md).
 PROBE_TEXT: Final = "The quick brown fox jumps over the lazy dog."
-# What a new clone says to be measured against its sample (`resemblance`): sentences the
-# choice of base never heard, so the choice does not flatter the measure. Short ones, said
-# one at a time: an engine's buffers grow to the longest it has said, and these are no
-# longer than the probe.
-VERIFY_SENTENCES: Final = (
-    "Every morning, I walk along the river.",
-    "I watch the boats drift past the old bridge.",
-    "Would you like a cup of tea?",
-    "Or would you rather have some cold water?",
-)
+# What a new clone says to be measured against its sample (`resemblance`): a sentence the
+# choice of base never heard, so the choice does not flatter the measure. Spoken by each base
+# once and kept analysed, as the probe is, so measuring a clone costs only WORLD's synthesis.
+VERIFY_TEXT: Final = "Every morning, I walk along the river. Would you like a cup of tea?"
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +97,8 @@ class WorldCloner:
     measuring at start would add them to every start: the profiles ship as data instead
     (`base_profiles`, checked against fresh measurements by the tests), and only a base
     missing from `profiles` is measured, on first use.
-    The probes are synthesized on first use, under the lock.
+    The probe and the verifying sentence are synthesized and analysed on first use, under
+    the lock.
 
     Thread-safe: the base engines are, profiles and probes are immutable once made, and
     their caches are only written under the lock.
@@ -127,7 +122,7 @@ class WorldCloner:
             for key, profile in (profiles or {}).items()
             if key in self._bases
         }
-        self._probes: dict[str, BaseSpeech] = {}
+        self._spoken_texts: dict[tuple[str, str], BaseSpeech] = {}
         self._lock = threading.Lock()
 
     @property
@@ -143,14 +138,12 @@ class WorldCloner:
         speech = analysed_speech(sample)
         measured = profile_speech(speech)
         embedding = self._encoder.embed(speech.astype(np.float32))
-        profile = dataclasses.replace(
-            measured, base_voice=self.nearest_base(embedding, measured)
-        ).to_dict()
-        speak = self.speaker(profile)
-        heard = np.concatenate(
-            [analysed_speech(speak(sentence)) for sentence in VERIFY_SENTENCES]
-        ).astype(np.float32)
-        return Clone(profile, resemblance(cosine(embedding, self._encoder.embed(heard))))
+        base = self.nearest_base(embedding, measured)
+        target = dataclasses.replace(measured, base_voice=base)
+        conversion = Conversion.between(self.base_profile(base), target)
+        heard = analysed_speech(resynthesize(self._spoken(base, VERIFY_TEXT), conversion))
+        similarity = cosine(embedding, self._encoder.embed(heard.astype(np.float32)))
+        return Clone(target.to_dict(), resemblance(similarity))
 
     def nearest_base(self, sample: Embedding, target: VoiceProfile) -> str:
         """The base whose probe, converted toward `target`, sounds nearest the sample (its
@@ -160,7 +153,7 @@ class WorldCloner:
 
         def similarity(key: str) -> float:
             conversion = Conversion.between(self.base_profile(key), target)
-            converted = analysed_speech(resynthesize(self._probe(key), conversion))
+            converted = analysed_speech(resynthesize(self._spoken(key, PROBE_TEXT), conversion))
             return cosine(sample, self._encoder.embed(converted.astype(np.float32)))
 
         return max(self._bases, key=similarity)
@@ -178,14 +171,15 @@ class WorldCloner:
                 self._profiles[key] = measure_base(self._bases[key])
             return self._profiles[key]
 
-    def _probe(self, key: str) -> BaseSpeech:
-        """The base's `PROBE_TEXT` at 16 kHz, analysed once: converting it toward each new
-        sample then costs only WORLD's synthesis."""
+    def _spoken(self, key: str, text: str) -> BaseSpeech:
+        """`text` in the base `key`'s voice at 16 kHz, analysed once (the probe, the
+        verifying sentence): converting it toward each new sample then costs only WORLD's
+        synthesis."""
         profile = self.base_profile(key)
         with self._lock:
-            if key not in self._probes:
-                speech = self._bases[key].tts.synthesize(key, PROBE_TEXT)
+            if (key, text) not in self._spoken_texts:
+                speech = self._bases[key].tts.synthesize(key, text)
                 signal = resample(to_float(speech), speech.sample_rate, ANALYSIS_RATE)
-                probe = Pcm(to_int16(signal, rms(signal)), ANALYSIS_RATE)
-                self._probes[key] = analyse_base_speech(probe, base_f0_range(profile))
-            return self._probes[key]
+                pcm = Pcm(to_int16(signal, rms(signal)), ANALYSIS_RATE)
+                self._spoken_texts[key, text] = analyse_base_speech(pcm, base_f0_range(profile))
+            return self._spoken_texts[key, text]
