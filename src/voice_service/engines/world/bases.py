@@ -140,9 +140,7 @@ class WorldCloner:
         embedding = self._encoder.embed(speech.astype(np.float32))
         base = self.nearest_base(embedding, measured)
         target = dataclasses.replace(measured, base_voice=base)
-        conversion = Conversion.between(self.base_profile(base), target)
-        heard = analysed_speech(resynthesize(self._spoken(base, VERIFY_TEXT), conversion))
-        similarity = cosine(embedding, self._encoder.embed(heard.astype(np.float32)))
+        similarity = self._similarity(embedding, base, VERIFY_TEXT, target)
         return Clone(target.to_dict(), resemblance(similarity))
 
     def nearest_base(self, sample: Embedding, target: VoiceProfile) -> str:
@@ -150,13 +148,14 @@ class WorldCloner:
         d-vector, `sample`)."""
         if len(self._bases) == 1:
             return self._default.key
+        return max(self._bases, key=lambda key: self._similarity(sample, key, PROBE_TEXT, target))
 
-        def similarity(key: str) -> float:
-            conversion = Conversion.between(self.base_profile(key), target)
-            converted = analysed_speech(resynthesize(self._spoken(key, PROBE_TEXT), conversion))
-            return cosine(sample, self._encoder.embed(converted.astype(np.float32)))
-
-        return max(self._bases, key=similarity)
+    def _similarity(self, sample: Embedding, key: str, text: str, target: VoiceProfile) -> float:
+        """How near the sample's d-vector `text` sounds, said by the base `key` and converted
+        toward `target`."""
+        conversion = Conversion.between(self.base_profile(key), target)
+        converted = analysed_speech(resynthesize(self._spoken(key, text), conversion))
+        return cosine(sample, self._encoder.embed(converted.astype(np.float32)))
 
     def speaker(self, profile: Mapping[str, Any]) -> Callable[[str], Pcm]:
         target = VoiceProfile.from_dict(profile)
