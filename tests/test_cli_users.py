@@ -15,10 +15,10 @@ from tests.helpers.cli import admin_env
 from tests.helpers.voices import JOE
 from voice_service.cli import app as cli
 from voice_service.cli.serve import _welcome
-from voice_service.console.audit import Action, record_event
 from voice_service.core.models import User
 from voice_service.kit.db import run_in_transaction
 from voice_service.settings import Settings
+from voice_service.tenancy.audit import Action, record_event
 from voice_service.tenancy.users import password_matches
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from voice_service.console import throttle
+from voice_service.accounts import throttle
 from voice_service.kit.db import create_engine, migrate, session_factory, transaction
 from voice_service.settings import Settings
 

@@ -16,9 +16,9 @@ import httpx
 from tests.helpers.console import PASSWORD, Customer, cli, console_client, csrf_token, new_customer
 from tests.helpers.servers import Server
 from tests.helpers.waiting import eventually
+from voice_service.accounts.throttle import FREE_FAILURES
 from voice_service.console.security import PRE_SESSION_COOKIE
 from voice_service.console.sign_in import SIGN_INS_PER_ADDRESS
-from voice_service.console.throttle import FREE_FAILURES
 
 WRONG = "not the password at all"
 GETS_PER_CHECK = 5

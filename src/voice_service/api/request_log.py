@@ -7,9 +7,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Path, Query
 
 from voice_service.api.request_log_schemas import LoggedRequest, RequestList
-from voice_service.books.requestlog.repository import find_request, page_requests
-from voice_service.core.errors import InvalidRequest, NotFound
-from voice_service.kit.paging import UnknownCursor
+from voice_service.books.requestlog.service import logged_request, request_log_page
 from voice_service.web.deps import Context, UsageReader
 from voice_service.web.schemas import EXAMPLE_REQUEST_ID, error_responses
 
@@ -37,13 +35,9 @@ async def list_requests(
         Literal["2xx", "4xx", "5xx"] | None, Query(description="Status class.")
     ] = None,
 ) -> RequestList:
-    async with context.sessions() as session:
-        try:
-            page = await page_requests(
-                session, principal.org_id, limit=limit, before=before, status_class=status
-            )
-        except UnknownCursor:
-            raise InvalidRequest(f"before: no request {before!r} in this organization.") from None
+    page = await request_log_page(
+        context.sessions, principal.org_id, limit=limit, before=before, status_class=status
+    )
     return RequestList(requests=[LoggedRequest.of(row) for row in page.requests], next=page.next)
 
 
@@ -58,9 +52,4 @@ async def get_request(
     context: Context,
     principal: UsageReader,
 ) -> LoggedRequest:
-    async with context.sessions() as session:
-        row = await find_request(session, principal.org_id, request_id)
-    if row is None:
-        # The same answer for another organization's request and an unknown one.
-        raise NotFound(f"No request with id {request_id!r}.")
-    return LoggedRequest.of(row)
+    return LoggedRequest.of(await logged_request(context.sessions, principal.org_id, request_id))

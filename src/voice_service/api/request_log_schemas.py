@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from voice_service.books.requestlog.repository import BilledRequest
+from voice_service.books.requestlog.pages import BilledRequest
 from voice_service.voices.schemas import Timestamp
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
@@ -11,14 +10,14 @@ from fastapi import Path as PathParam
 
 from voice_service.api.webhooks import DeliveryId
 from voice_service.audio.formats import NATIVE_AUDIO
-from voice_service.audio.policy import NATIVE_POLICY
 from voice_service.books.idempotency.fingerprint import fingerprint
 from voice_service.books.idempotency.keys import HEADER as IDEMPOTENCY_HEADER
 from voice_service.books.ledger import Ledger
-from voice_service.core.errors import InvalidRequest, NotFound, PayloadTooLarge
-from voice_service.core.models import SigningSecret, TranscriptionJob
+from voice_service.core.errors import InvalidRequest, PayloadTooLarge
 from voice_service.core.vocabulary import Scope, Service, UsageEndpoint, megabytes
-from voice_service.jobs import repository
+from voice_service.jobs import deliveries
+from voice_service.jobs.options import JobRequest
+from voice_service.jobs.reading import job_of, page_of_jobs, transcript_of
 from voice_service.jobs.schemas import (
     EXAMPLE_JOB_ID,
     WEBHOOK_URL,
@@ -26,45 +25,30 @@ from voice_service.jobs.schemas import (
     TranscriptionJobList,
     TranscriptionJobOut,
 )
-from voice_service.jobs.service import JobOptions, cancel_or_delete, submit_job
+from voice_service.jobs.service import cancel_or_delete
+from voice_service.jobs.submission import AudioFile, Claim, submit_from_url, submit_upload
 from voice_service.jobs.transcripts import MEDIA_TYPES, transcript_file
 from voice_service.jobs.worker import JobWorkers
-from voice_service.kit.db import transaction
-from voice_service.kit.outbound import OutboundPolicy
-from voice_service.kit.paging import UnknownCursor
 from voice_service.tenancy.principal import Principal
-from voice_service.transcription.fields import (
-    SPEAKER_FIELDS,
-    SPEAKER_FORM_FIELDS,
-    flag,
-    speaker_hints,
-    word_timestamps,
-)
+from voice_service.transcription.fields import SPEAKER_FIELDS, SPEAKER_FORM_FIELDS
 from voice_service.transcription.known_speakers import (
     KNOWN_SPEAKER_FORM_FIELDS,
     MAX_KNOWN_SPEAKERS,
     MAX_REFERENCE_BYTES,
     NAMES,
     REFERENCES,
-    Clip,
-    known_voices,
-    named_people,
 )
-from voice_service.transcription.service import known_languages, parse_language
 from voice_service.web.context import AppContext
 from voice_service.web.deps import Authenticated, Context, RequestLedger, check_scope
 from voice_service.web.idempotency import claim_idempotency_key, request_target
 from voice_service.web.schemas import error_responses, multipart_request_body, parse_json_body
-from voice_service.web.uploads import NAMED_PEOPLE_FIELDS, receive_from_url, receive_large_upload
-from voice_service.webhooks import repository as webhooks
+from voice_service.web.uploads import NAMED_PEOPLE_FIELDS, receive_large_upload
 from voice_service.webhooks.schemas import DeliveryList, DeliveryOut
-from voice_service.webhooks.service import checked_url, redeliver
 
 router = APIRouter(tags=["transcription jobs"])
 
 # A URL and options, and the data URLs of the people it names.
 MAX_JSON_BYTES = 16 * 1024 + MAX_KNOWN_SPEAKERS * MAX_REFERENCE_BYTES
-MAX_URL_LENGTH = 2048
 
 
 PATH = "/transcription-jobs"
@@ -158,23 +142,14 @@ async def submit(
         ),
     ] = None,
 ) -> TranscriptionJobOut:
-    claim = _Claim(request, context, ledger, principal, idempotency_key)
+    queue = _workers(context).queue
     if request.headers.get("content-type", "").lower().startswith("application/json"):
         body = await _small_body(request)
-        items = _url_fields(body)
-        asked = await _asked(context, principal, items)
-        await claim.run(fingerprint("POST", request_target(request), "application/json", body))
-        options = await asked.heard(context)
-        settings = context.settings
-        async with receive_from_url(
-            OutboundPolicy(settings.outbound_allowed),
-            dict(items)["url"],
-            context.uploads_dir,
-            settings.job_max_upload_bytes,
-            settings.job_fetch_timeout_seconds,
-        ) as fetched:
-            queue = _workers(context).queue
-            job = await submit_job(context, queue, ledger, fetched.path, fetched.size, options)
+        url, items = _url_fields(body)
+        asked = _job_request(principal, items)
+        digest = fingerprint("POST", request_target(request), "application/json", body)
+        claim = _claim(request, context, ledger, principal, idempotency_key, digest)
+        job = await submit_from_url(context, queue, ledger, asked, url, claim=claim)
     else:
         async with receive_large_upload(
             request, request_target(request), context.uploads_dir, NAMED_PEOPLE_FIELDS
@@ -182,94 +157,39 @@ async def submit(
             limit = context.settings.job_max_upload_bytes
             if upload.size > limit:
                 raise PayloadTooLarge(f"file: the file exceeds the {megabytes(limit)} limit.")
-            asked = await _asked(context, principal, upload.items)
-            await claim.run(upload.fingerprint)
-            options = await asked.heard(context)
-            queue = _workers(context).queue
-            job = await submit_job(context, queue, ledger, upload.path, upload.size, options)
+            asked = _job_request(principal, upload.items)
+            claim = _claim(request, context, ledger, principal, idempotency_key, upload.fingerprint)
+            audio = AudioFile(upload.path, upload.size)
+            job = await submit_upload(context, queue, ledger, asked, audio, claim=claim)
     response.headers["Location"] = f"{request.url.path}/{job.id}"
     return TranscriptionJobOut.of(job)
 
 
-@dataclass(frozen=True, slots=True)
-class _Claim:
-    """The request's Idempotency-Key, claimed once its fingerprint is known."""
+def _claim(
+    request: Request,
+    context: AppContext,
+    ledger: Ledger,
+    principal: Principal,
+    key: str | None,
+    digest: str,
+) -> Claim:
+    """Claim the request's Idempotency-Key, if it has one, when the job's options pass."""
 
-    request: Request
-    context: AppContext
-    ledger: Ledger
-    principal: Principal
-    key: str | None
+    async def claim() -> None:
+        if key is not None:
+            await claim_idempotency_key(request, context, ledger, principal, key, digest)
 
-    async def run(self, digest: str) -> None:
-        if self.key is not None:
-            await claim_idempotency_key(
-                self.request, self.context, self.ledger, self.principal, self.key, digest
-            )
-
-
-@dataclass(frozen=True, slots=True)
-class _Asked:
-    """A job's options, checked; the people it names are heard (their clips decoded and
-    embedded, on a worker) only once its Idempotency-Key is claimed, not for a replay."""
-
-    options: JobOptions
-    clips: Sequence[Clip]
-
-    async def heard(self, context: AppContext) -> JobOptions:
-        speakers = self.options.speakers
-        if speakers is None or not self.clips:
-            return self.options
-        known = await known_voices(context, self.clips, NATIVE_POLICY.accepted)
-        return replace(self.options, speakers=replace(speakers, known=known))
+    return claim
 
 
-async def _asked(
-    context: AppContext, principal: Principal, items: Sequence[tuple[str, str]]
-) -> _Asked:
-    """The job's options from its form's fields (each name's last value; the people it
-    names, every value), checked."""
-    fields = dict(items)
-    billed_as = fields.get("billed_as", UsageEndpoint.SPEECH_TO_TEXT.value)
+def _job_request(principal: Principal, items: Sequence[tuple[str, str]]) -> JobRequest:
+    """The form's fields, with the endpoint the job is billed under, which the key must
+    have the scope for."""
+    billed_as = dict(items).get("billed_as", UsageEndpoint.SPEECH_TO_TEXT.value)
     if billed_as not in _ENDPOINTS:
         raise InvalidRequest(f"billed_as: one of {', '.join(_ENDPOINTS)}.", param="billed_as")
     check_scope(principal, *_ENDPOINTS[billed_as])
-    speakers = speaker_hints(fields)
-    clips = await named_people(
-        context,
-        principal.org_id,
-        lambda name: [value for key, value in items if key == name],
-        diarized=speakers is not None,
-        needs="diarize=true",
-    )
-    options = JobOptions(
-        language=parse_language(fields.get("language"), known_languages(context)),
-        word_timestamps=word_timestamps(fields.get("timestamps")),
-        speakers=speakers,
-        keep_audio=flag(fields.get("keep_audio"), "keep_audio"),
-        endpoint=UsageEndpoint(billed_as),
-        webhook_url=await _webhook_url(context, principal, fields.get("webhook_url") or None),
-    )
-    return _Asked(options, clips)
-
-
-async def _webhook_url(context: AppContext, principal: Principal, url: str | None) -> str | None:
-    """A job's own receiver: a URL deliveries may go to, and a secret to sign them with."""
-    if url is None:
-        return None
-    if len(url) > MAX_URL_LENGTH:
-        raise InvalidRequest(
-            f"webhook_url: at most {MAX_URL_LENGTH} characters.", param="webhook_url"
-        )
-    await checked_url(context.settings.outbound_allowed, url, param="webhook_url")
-    async with context.sessions() as session:
-        if await session.get(SigningSecret, principal.org_id) is None:
-            raise InvalidRequest(
-                "webhook_url: the organization has no signing secret to sign its deliveries "
-                "with; create it first (POST /api/v1/webhooks/signing-secret).",
-                param="webhook_url",
-            )
-    return url
+    return JobRequest(UsageEndpoint(billed_as), items)
 
 
 async def _small_body(request: Request) -> bytes:
@@ -282,10 +202,10 @@ async def _small_body(request: Request) -> bytes:
     return bytes(body)
 
 
-def _url_fields(body: bytes) -> list[tuple[str, str]]:
-    """The JSON body's fields as the multipart form would give them."""
+def _url_fields(body: bytes) -> tuple[str, list[tuple[str, str]]]:
+    """The JSON body's URL, and its other fields as the multipart form would give them."""
     given = parse_json_body(body, JobFromUrl)
-    fields = [("url", given.url)]
+    fields: list[tuple[str, str]] = []
     for name in ("language", "timestamps", "billed_as", "webhook_url", *SPEAKER_FIELDS):
         value = getattr(given, name)
         if value is not None:
@@ -294,7 +214,7 @@ def _url_fields(body: bytes) -> list[tuple[str, str]]:
         fields.append((name, "true" if getattr(given, name) else "false"))
     fields += [(NAMES, name) for name in given.known_speaker_names]
     fields += [(REFERENCES, reference) for reference in given.known_speaker_references]
-    return fields
+    return given.url, fields
 
 
 @router.get(
@@ -314,11 +234,7 @@ async def list_jobs(
         str | None, Query(max_length=40, description="A job id: the page starts after it.")
     ] = None,
 ) -> TranscriptionJobList:
-    async with context.sessions() as session:
-        try:
-            page = await repository.page_jobs(session, principal.org_id, limit=limit, before=before)
-        except UnknownCursor:
-            raise InvalidRequest(f"before: no job {before!r} in this organization.") from None
+    page = await page_of_jobs(context, principal.org_id, limit=limit, before=before)
     return TranscriptionJobList(
         jobs=[TranscriptionJobOut.of(job, with_result=False) for job in page.jobs],
         next=page.next,
@@ -349,16 +265,10 @@ async def get_job(
         Query(description="json (the job), or its transcript as srt, vtt or text."),
     ] = "json",
 ) -> TranscriptionJobOut | Response:
-    job = await _find(context, principal, job_id)
+    job = await job_of(context, principal.org_id, job_id)
     if format == "json":
         return TranscriptionJobOut.of(job)
-    if job.result is None:
-        raise InvalidRequest(
-            f"format: the job is {job.status}; its transcript exists once it has completed.",
-            param="format",
-        )
-    transcript = TranscriptionJobOut.of(job).result
-    assert transcript is not None
+    transcript = transcript_of(job, param="format")
     return Response(transcript_file(transcript, format), media_type=MEDIA_TYPES[format])
 
 
@@ -376,9 +286,7 @@ async def get_job(
     },
 )
 async def delete_job(job_id: JobId, context: Context, principal: JobsReader) -> Response:
-    # The job as this request finds it decides: under way, it is cancelled and kept.
-    job = await _find(context, principal, job_id)
-    cancelled = await cancel_or_delete(context, _workers(context).queue, job)
+    cancelled = await cancel_or_delete(context, _workers(context).queue, principal.org_id, job_id)
     if cancelled is None:
         return Response(status_code=204)
     body = TranscriptionJobOut.of(cancelled).model_dump_json()
@@ -392,9 +300,7 @@ async def delete_job(job_id: JobId, context: Context, principal: JobsReader) -> 
     responses=error_responses(404),
 )
 async def job_deliveries(job_id: JobId, context: Context, principal: JobsReader) -> DeliveryList:
-    await _find(context, principal, job_id)
-    async with context.sessions() as session:
-        found = await webhooks.job_deliveries(session, principal.org_id, job_id)
+    found = await deliveries.job_deliveries(context, principal.org_id, job_id)
     return DeliveryList(deliveries=[DeliveryOut.of(d, attempts) for d, attempts in found])
 
 
@@ -412,21 +318,8 @@ async def redeliver_job_delivery(
     principal: JobsReader,
 ) -> DeliveryOut:
     assert context.deliveries is not None
-    await _find(context, principal, job_id)
-    async with transaction(context.sessions) as session:
-        delivery = await webhooks.find_delivery(
-            session, principal.org_id, delivery_id, job_id=job_id
-        )
-        if delivery is None:
-            raise NotFound(f"No delivery with id {delivery_id!r} of this job.")
-        await redeliver(session, context.deliveries.queue, delivery)
-        return DeliveryOut.of(*await webhooks.with_attempts(session, delivery))
-
-
-async def _find(context: Context, principal: Principal, job_id: str) -> TranscriptionJob:
-    async with context.sessions() as session:
-        job = await repository.find_job(session, principal.org_id, job_id)
-    if job is None:
-        # The same answer for another organization's job and an unknown one.
-        raise NotFound(f"No transcription job with id {job_id!r}.")
-    return job
+    queue = context.deliveries.queue
+    redelivered = await deliveries.redeliver_job_delivery(
+        context, queue, principal.org_id, job_id, delivery_id
+    )
+    return DeliveryOut.of(*redelivered)

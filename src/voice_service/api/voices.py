@@ -5,7 +5,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Response
 
 from voice_service.api.voice_paths import VOICE_PATH
-from voice_service.voices.repository import list_clones
+from voice_service.voices.listing import clones_of
 from voice_service.voices.schemas import EXAMPLE_VOICE_ID, OneVoice, Voice, VoiceList
 from voice_service.voices.service import find_voice
 from voice_service.web.deps import Context, VoicesReader
@@ -25,8 +25,7 @@ async def list_voices(context: Context, principal: VoicesReader) -> Response:
     assert listing is not None
 
     async def load() -> bytes:
-        async with context.sessions() as session:
-            return listing.render(await list_clones(session, principal.org_id))
+        return listing.render(await clones_of(context, principal.org_id))
 
     body = await context.clone_listings.get(principal.org_id, load)
     return Response(body, media_type="application/json")

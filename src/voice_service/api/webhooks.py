@@ -5,16 +5,12 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Depends, Path, Query, Response
-from sqlalchemy.ext.asyncio import AsyncSession
 
-from voice_service.core.errors import NotFound
-from voice_service.core.models import SigningSecret, Webhook
 from voice_service.core.vocabulary import Scope
-from voice_service.kit.db import transaction
 from voice_service.tenancy.principal import Principal
 from voice_service.web.deps import Context, require
 from voice_service.web.schemas import error_responses
-from voice_service.webhooks import repository
+from voice_service.webhooks import endpoints
 from voice_service.webhooks.schemas import (
     DeliveryList,
     DeliveryOut,
@@ -25,12 +21,6 @@ from voice_service.webhooks.schemas import (
     WebhookList,
     WebhookOut,
     WebhookPatch,
-)
-from voice_service.webhooks.service import (
-    checked_url,
-    redeliver,
-    rotate_signing_secret,
-    webhook_row,
 )
 
 router = APIRouter(tags=["webhooks"])
@@ -66,13 +56,10 @@ async def create_webhook(
     context: Context,
     principal: Manager,
 ) -> WebhookCreated:
-    url = await checked_url(context.settings.outbound_allowed, body.url)
-    hook = webhook_row(
-        principal.org_id, url, list(dict.fromkeys(e.value for e in body.events)), body.description
+    events = [event.value for event in body.events]
+    hook = await endpoints.create_webhook(
+        context, principal.org_id, body.url, events, body.description
     )
-    hook.created_at = context.books.clock()
-    async with transaction(context.sessions) as session:
-        session.add(hook)
     return WebhookCreated(**WebhookOut.of(hook).model_dump(), secret=hook.secret)
 
 
@@ -85,9 +72,8 @@ async def create_webhook(
     responses=error_responses(),
 )
 async def rotate_secret(context: Context, principal: Manager) -> SigningSecretCreated:
-    async with transaction(context.sessions) as session:
-        found = await rotate_signing_secret(session, principal.org_id, context.books.clock())
-        return SigningSecretCreated(**SigningSecretOut.of(found).model_dump(), secret=found.secret)
+    found = await endpoints.new_signing_secret(context, principal.org_id)
+    return SigningSecretCreated(**SigningSecretOut.of(found).model_dump(), secret=found.secret)
 
 
 @router.get(
@@ -97,11 +83,7 @@ async def rotate_secret(context: Context, principal: Manager) -> SigningSecretCr
     responses=error_responses(404),
 )
 async def get_secret(context: Context, principal: Manager) -> SigningSecretOut:
-    async with context.sessions() as session:
-        found = await session.get(SigningSecret, principal.org_id)
-    if found is None:
-        raise NotFound("The organization has no signing secret; POST one.")
-    return SigningSecretOut.of(found)
+    return SigningSecretOut.of(await endpoints.get_signing_secret(context, principal.org_id))
 
 
 @router.get(
@@ -111,8 +93,7 @@ async def get_secret(context: Context, principal: Manager) -> SigningSecretOut:
     responses=error_responses(),
 )
 async def list_webhooks(context: Context, principal: Manager) -> WebhookList:
-    async with context.sessions() as session:
-        hooks = await repository.list_webhooks(session, principal.org_id)
+    hooks = await endpoints.list_webhooks(context, principal.org_id)
     return WebhookList(webhooks=[WebhookOut.of(hook) for hook in hooks])
 
 
@@ -123,8 +104,7 @@ async def list_webhooks(context: Context, principal: Manager) -> WebhookList:
     responses=error_responses(404),
 )
 async def get_webhook(webhook_id: WebhookId, context: Context, principal: Manager) -> WebhookOut:
-    async with context.sessions() as session:
-        return WebhookOut.of(await _find(session, principal, webhook_id))
+    return WebhookOut.of(await endpoints.get_webhook(context, principal.org_id, webhook_id))
 
 
 @router.patch(
@@ -141,19 +121,17 @@ async def update_webhook(
     context: Context,
     principal: Manager,
 ) -> WebhookOut:
-    allowed = context.settings.outbound_allowed
-    url = await checked_url(allowed, body.url) if body.url is not None else None
-    async with transaction(context.sessions) as session:
-        hook = await _find(session, principal, webhook_id)
-        if url is not None:
-            hook.url = url
-        if body.events is not None:
-            hook.events = list(dict.fromkeys(e.value for e in body.events))
-        if body.description is not None:
-            hook.description = body.description
-        if body.enabled is not None:
-            hook.enabled = body.enabled
-        return WebhookOut.of(hook)
+    events = None if body.events is None else [event.value for event in body.events]
+    hook = await endpoints.update_webhook(
+        context,
+        principal.org_id,
+        webhook_id,
+        url=body.url,
+        events=events,
+        description=body.description,
+        enabled=body.enabled,
+    )
+    return WebhookOut.of(hook)
 
 
 @router.delete(
@@ -163,9 +141,7 @@ async def update_webhook(
     responses=error_responses(404),
 )
 async def delete_webhook(webhook_id: WebhookId, context: Context, principal: Manager) -> Response:
-    async with transaction(context.sessions) as session:
-        await _find(session, principal, webhook_id)
-        await repository.delete_webhook(session, webhook_id)
+    await endpoints.delete_webhook(context, principal.org_id, webhook_id)
     return Response(status_code=204)
 
 
@@ -181,9 +157,7 @@ async def list_deliveries(
     principal: Manager,
     limit: Annotated[int, Query(ge=1, le=200, description="Deliveries to list.")] = 50,
 ) -> DeliveryList:
-    async with context.sessions() as session:
-        await _find(session, principal, webhook_id)
-        found = await repository.recent_deliveries(session, webhook_id, limit)
+    _, found = await endpoints.webhook_deliveries(context, principal.org_id, webhook_id, limit)
     return DeliveryList(deliveries=[DeliveryOut.of(d, attempts) for d, attempts in found])
 
 
@@ -201,20 +175,7 @@ async def redeliver_one(
     principal: Manager,
 ) -> DeliveryOut:
     assert context.deliveries is not None
-    async with transaction(context.sessions) as session:
-        await _find(session, principal, webhook_id)
-        delivery = await repository.find_delivery(
-            session, principal.org_id, delivery_id, webhook_id=webhook_id
-        )
-        if delivery is None:
-            raise NotFound(f"No delivery with id {delivery_id!r} of this webhook.")
-        await redeliver(session, context.deliveries.queue, delivery)
-        return DeliveryOut.of(*await repository.with_attempts(session, delivery))
-
-
-async def _find(session: AsyncSession, principal: Principal, webhook_id: str) -> Webhook:
-    hook = await repository.find_webhook(session, principal.org_id, webhook_id)
-    if hook is None:
-        # The same answer for another organization's webhook and an unknown one.
-        raise NotFound(f"No webhook with id {webhook_id!r}.")
-    return hook
+    found = await endpoints.redeliver_delivery(
+        context, context.deliveries.queue, principal.org_id, webhook_id, delivery_id
+    )
+    return DeliveryOut.of(*found)

@@ -21,7 +21,7 @@ from voice_service.cli.shared import (
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession
 
-    from voice_service.books.usage.repository import DailyUsage
+    from voice_service.books.usage.report import EndpointUsage
 
 # --- usage and request log ----------------------------------------------------------------
 
@@ -42,38 +42,31 @@ def usage(
 ) -> None:
     """Billed units per UTC day and endpoint, and their totals, as GET /api/v1/usage
     answers (default: the 30 days ending --to; at most 366 days)."""
-    from voice_service.books.usage.period import InvalidPeriod, parse_day, usage_period
-    from voice_service.books.usage.repository import daily_usage, totals
-    from voice_service.tenancy import service as tenancy
+    from voice_service.books.usage.period import InvalidPeriod, parse_period
+    from voice_service.books.usage.report import org_usage
 
     try:
-        first, last = usage_period(parse_day(start), parse_day(end))
+        first, last = parse_period(start, end)
     except InvalidPeriod as exc:
         refuse(f"--from, --to: {exc}")
 
-    async def load(session: AsyncSession) -> list[DailyUsage]:
-        await tenancy.require_org(session, org_id)
-        return await daily_usage(session, org_id, first, last)
-
-    rows = run_work(load)
-    summed = totals(rows)
+    usage = run_work(lambda session: org_usage(session, org_id, first, last))
     data = {
         "org_id": org_id,
         "from": first,
         "to": last,
         "usage": [
             {"date": r.day, "endpoint": r.endpoint, "units": r.units, "requests": r.requests}
-            for r in rows
+            for r in usage.rows
         ],
-        "totals": summed,
+        "totals": usage.totals,
     }
-    emit(as_json, data, _usage_text(org_id, first, last, rows, summed))
+    emit(as_json, data, _usage_text(org_id, first, last, usage))
 
 
-def _usage_text(
-    org_id: str, first: date, last: date, rows: list[DailyUsage], summed: dict[str, int]
-) -> str:
+def _usage_text(org_id: str, first: date, last: date, usage: EndpointUsage) -> str:
     period = f"{org_id}, {first} to {last} (UTC days)"
+    rows = usage.rows
     if not rows:
         return f"No usage for {period}."
     width = max(len(r.endpoint) for r in rows)
@@ -88,7 +81,7 @@ def _usage_text(
         requests[r.endpoint] += r.requests
     lines += [
         f"{'':10}  {endpoint:<{width}}  {units:>10} units  {requests[endpoint]:>7} requests"
-        for endpoint, units in summed.items()
+        for endpoint, units in usage.totals.items()
     ]
     return "\n".join(lines)
 
@@ -99,27 +92,22 @@ def requests(
     as_json: JsonFlag = False,
 ) -> None:
     """An organization's most recent requests, newest first."""
-    from voice_service.books.requestlog.repository import recent_requests
-    from voice_service.tenancy import service as tenancy
+    from voice_service.books.requestlog.service import org_requests
 
-    async def load(session: AsyncSession) -> list[dict[str, Any]]:
-        await tenancy.require_org(session, org_id)
-        return [
-            {
-                "request_id": r.entry.request_id,
-                "method": r.entry.method,
-                "path": r.entry.path,
-                "status": r.entry.status,
-                "error_code": r.entry.error_code,
-                "duration_ms": r.entry.duration_ms,
-                "created_at": r.entry.created_at,
-                "units": r.units,
-                "billed_endpoint": r.endpoint,
-            }
-            for r in await recent_requests(session, org_id, limit)
-        ]
-
-    rows = run_work(load)
+    rows = [
+        {
+            "request_id": r.entry.request_id,
+            "method": r.entry.method,
+            "path": r.entry.path,
+            "status": r.entry.status,
+            "error_code": r.entry.error_code,
+            "duration_ms": r.entry.duration_ms,
+            "created_at": r.entry.created_at,
+            "units": r.units,
+            "billed_endpoint": r.endpoint,
+        }
+        for r in run_work(lambda session: org_requests(session, org_id, limit))
+    ]
     lines = [
         f"{r['created_at']:%Y-%m-%d %H:%M:%S}  {r['request_id']}  {r['method']} {r['path']}  "
         f"{r['status']} {r['error_code'] or ''} {r['duration_ms']}ms  {r['units']} units"
@@ -132,14 +120,15 @@ def clones(org_id: OrgId, as_json: JsonFlag = False) -> None:
     """An organization's cloned voices, oldest first, with how much each sounds like its
     sample (resemblance, 0 to 1, by the node's own speaker encoder: low, fair or close)."""
     from voice_service.tenancy import service as tenancy
-    from voice_service.voices.repository import list_clones
+    from voice_service.voices.listing import organization_clones
     from voice_service.voices.schemas import Voice
 
     async def load(session: AsyncSession) -> list[dict[str, Any]]:
         await tenancy.require_org(session, org_id)
         # As the API shows them (GET /api/v1/voices).
         return [
-            Voice.of(voice).model_dump(mode="json") for voice in await list_clones(session, org_id)
+            Voice.of(voice).model_dump(mode="json")
+            for voice in await organization_clones(session, org_id)
         ]
 
     rows = run_work(load)

@@ -303,8 +303,8 @@ def audit(
     as_json: JsonFlag = False,
 ) -> None:
     """An account's audit log, newest first: console sign-ins and every change made there."""
-    from voice_service.console.audit import list_events
     from voice_service.tenancy import service as tenancy
+    from voice_service.tenancy.audit import list_events
 
     async def load(session: AsyncSession) -> list[dict[str, Any]]:
         await tenancy.require_account(session, account_id)

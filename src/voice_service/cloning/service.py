@@ -39,6 +39,7 @@ from voice_service.inference.providers.wire import UPLOAD_NAMES, AudioFile
 from voice_service.kit.db import transaction
 from voice_service.kit.waiting import unless_set
 from voice_service.runtime import Runtime
+from voice_service.tenancy.audit import Action, Actor
 from voice_service.tenancy.principal import Principal
 from voice_service.voices.repository import CLONED, PROVIDER, get_visible
 
@@ -94,7 +95,10 @@ async def clone_voice(
     ledger: Ledger,
     request: CloneRequest,
     sample: Path,
+    actor: Actor | None = None,
 ) -> Voice:
+    """A clone of the sample's voice for the caller's organization, billed one unit; the
+    console's `actor` is recorded with it."""
     default_limit = runtime.settings.default_clone_limit
     async with runtime.sessions() as session:
         # Cheap early refusal before the analysis; the authoritative check is below.
@@ -105,7 +109,9 @@ async def clone_voice(
 
     provider = runtime.providers.cloner()
     if provider is not None:
-        return await _clone_at_provider(runtime, provider, principal, ledger, request, sample)
+        return await _clone_at_provider(
+            runtime, provider, principal, ledger, request, sample, actor
+        )
     assert runtime.engines is not None
     cloner = runtime.engines.cloner
     if cloner is None:
@@ -124,6 +130,7 @@ async def clone_voice(
         profile=analysed.clone.profile,
         resemblance=round(analysed.clone.resemblance, 2),
         sha256=analysed.sha256,
+        actor=actor,
     )
 
 
@@ -138,9 +145,10 @@ async def _record_clone(
     profile: dict[str, Any] | None,
     resemblance: float | None,
     sha256: str,
+    actor: Actor | None,
 ) -> Voice:
-    """The clone's row, its sample and its unit, committed together (the limit checked
-    again under the organization's lock)."""
+    """The clone's row, its sample, its unit and the actor's audit event, committed
+    together (the limit checked again under the organization's lock)."""
     default_limit = runtime.settings.default_clone_limit
     voice_id = new_id("voice")
     # The store fails as a 502 and commits nothing; see kit/blobs.py for the order.
@@ -167,6 +175,10 @@ async def _record_clone(
             sample_sha256=sha256,
         )
         await repository.add_clone(session, voice)
+        if actor is not None:
+            actor.record(
+                session, Action.VOICE_CLONED, f"{voice_id} ({request.name}) in {principal.org_id}"
+            )
         await save_sample(session)
     return voice
 
@@ -178,6 +190,7 @@ async def _clone_at_provider(
     ledger: Ledger,
     request: CloneRequest,
     sample: Path,
+    actor: Actor | None,
 ) -> Voice:
     """An instant clone made at `provider`: added there first (a sample it refuses creates
     nothing here), then recorded here; if that fails, deleted there again."""
@@ -197,6 +210,7 @@ async def _clone_at_provider(
             profile=None,
             resemblance=None,  # the provider's voice cannot be heard here until it speaks
             sha256=sha256,
+            actor=actor,
         )
     except BaseException:
         # Nothing is billed or kept here, so nothing may be kept there.
@@ -277,7 +291,11 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-async def delete_voice(runtime: Runtime, principal: Principal, voice_id: str) -> None:
+async def delete_voice(
+    runtime: Runtime, principal: Principal, voice_id: str, actor: Actor | None = None
+) -> None:
+    """Delete the organization's clone `voice_id`, here and at its provider; the console's
+    `actor` is recorded in the deletion's transaction."""
     async with runtime.sessions() as session:
         voice = await get_visible(session, principal.org_id, voice_id)
     remote = (
@@ -291,6 +309,8 @@ async def delete_voice(runtime: Runtime, principal: Principal, voice_id: str) ->
     async with transaction(runtime.sessions) as session:
         deleted = await repository.delete_clone(session, principal.org_id, voice_id)
         kept = None if deleted else await get_visible(session, principal.org_id, voice_id)
+        if deleted and actor is not None:
+            actor.record(session, Action.VOICE_DELETED, f"{voice_id} in {principal.org_id}")
     if kept is not None and kept.type == PROVIDER:
         # Still 404 (spec 4.6), but saying why: every organization sees catalogue voices.
         raise NotFound(

@@ -8,10 +8,11 @@ from typing import Annotated
 from fastapi import Depends, Request
 from starlette.datastructures import FormData
 
-from voice_service.console.repository import account_org
+from voice_service.accounts.organizations import org_for
+from voice_service.accounts.sign_in import signed_in_user
 from voice_service.console.security import SESSION_COOKIE, check_csrf
 from voice_service.core.models import Organization
-from voice_service.tenancy.console_sessions import SignedIn, find_session
+from voice_service.tenancy.console_sessions import SignedIn
 from voice_service.web.deps import Context
 
 MAX_FORM_FIELDS = 16
@@ -30,8 +31,7 @@ async def signed_in(request: Request, context: Context) -> SignedIn:
     token = request.cookies.get(SESSION_COOKIE)
     if not token:
         raise SignInRequired()
-    async with context.sessions() as session:
-        user = await find_session(session, token)
+    user = await signed_in_user(context, token)
     if user is None:
         raise SignInRequired()
     return user
@@ -41,8 +41,7 @@ SignedInUser = Annotated[SignedIn, Depends(signed_in)]
 
 
 async def current_org(org_id: str, user: SignedInUser, context: Context) -> Organization:
-    async with context.sessions() as session:
-        org = await account_org(session, user.account_id, org_id)
+    org = await org_for(context, user, org_id)
     if org is None:
         raise PageNotFound()
     return org

@@ -12,7 +12,7 @@ from datetime import date, timedelta
 
 from markupsafe import Markup, escape
 
-from voice_service.books.usage.repository import DailyUsage
+from voice_service.books.usage.tallies import DailyUsage
 from voice_service.console.words import quantity
 from voice_service.core.vocabulary import UsageEndpoint
 

@@ -8,19 +8,17 @@ from typing import Final
 
 from fastapi import APIRouter, Request, Response
 
-from voice_service.console.audit import Action, record_user_action
 from voice_service.console.auth import CurrentOrg, PageNotFound, SignedInUser, checked_form
 from voice_service.console.pages import CONSOLE_PREFIX, redirect, render
 from voice_service.console.security import client_ip, secure_headers
-from voice_service.core.errors import InvalidRequest
+from voice_service.core.errors import NotFound
 from voice_service.core.models import Organization, TranscriptionJob
 from voice_service.core.vocabulary import JobStatus
-from voice_service.jobs.repository import find_job, page_jobs
+from voice_service.jobs.reading import job_of, page_of_jobs_or_newest, transcript_of
 from voice_service.jobs.schemas import TranscriptionJobOut
 from voice_service.jobs.service import cancel_job
 from voice_service.jobs.transcripts import MEDIA_TYPES, TranscriptFormat, transcript_file
-from voice_service.kit.db import transaction
-from voice_service.kit.paging import UnknownCursor
+from voice_service.tenancy.audit import Actor
 from voice_service.web.deps import Context
 
 router = APIRouter()
@@ -87,13 +85,8 @@ async def jobs_page(
     org: CurrentOrg,
     before: str | None = None,
 ) -> Response:
-    error: str | None = None
-    async with context.sessions() as session:
-        try:
-            page = await page_jobs(session, org.id, limit=PAGE_SIZE, before=before)
-        except UnknownCursor:
-            error = "That page no longer exists; showing the newest jobs."
-            page = await page_jobs(session, org.id, limit=PAGE_SIZE)
+    page, lost = await page_of_jobs_or_newest(context, org.id, limit=PAGE_SIZE, before=before)
+    error = "That page no longer exists; showing the newest jobs." if lost else None
     return render(
         request,
         "jobs.html",
@@ -115,17 +108,12 @@ async def transcript_download(
     if extension not in DOWNLOADS:
         raise PageNotFound()
     job = await _find(context, org, job_id)
-    if job.result is None:
-        raise InvalidRequest(
-            f"The job is {job.status}; its transcript exists once it has completed."
-        )
-    shown = TranscriptionJobOut.of(job)
+    transcript = transcript_of(job)
     transcript_format = DOWNLOADS[extension]
     if transcript_format is None:
-        body, media_type = shown.model_dump_json(), "application/json"
+        body, media_type = TranscriptionJobOut.of(job).model_dump_json(), "application/json"
     else:
-        assert shown.result is not None
-        body = transcript_file(shown.result, transcript_format)
+        body = transcript_file(transcript, transcript_format)
         media_type = MEDIA_TYPES[transcript_format]
     response = Response(
         body,
@@ -140,21 +128,19 @@ async def cancel_action(
     job_id: str, request: Request, context: Context, user: SignedInUser, org: CurrentOrg
 ) -> Response:
     await checked_form(request, user)
-    job = await _find(context, org, job_id)
     if context.jobs is None:  # no queue here to cancel it in: the page offers no button
         raise PageNotFound()
     # A job that has ended meanwhile is left as it ended.
-    if await cancel_job(context, context.jobs.queue, job) is not None:
-        async with transaction(context.sessions) as session:
-            record_user_action(
-                session, user, Action.JOB_CANCELLED, f"{job.id} in {org.id}", client_ip(request)
-            )
+    actor = Actor(user, client_ip(request))
+    try:
+        await cancel_job(context, context.jobs.queue, org.id, job_id, actor=actor)
+    except NotFound:  # another organization's job is as unknown as one that never was
+        raise PageNotFound() from None
     return redirect(f"{CONSOLE_PREFIX}/orgs/{org.id}/jobs")
 
 
 async def _find(context: Context, org: Organization, job_id: str) -> TranscriptionJob:
-    async with context.sessions() as session:
-        job = await find_job(session, org.id, job_id)
-    if job is None:  # another organization's job is as unknown as one that never was
-        raise PageNotFound()
-    return job
+    try:
+        return await job_of(context, org.id, job_id)
+    except NotFound:  # another organization's job is as unknown as one that never was
+        raise PageNotFound() from None

@@ -6,14 +6,18 @@ from collections.abc import Sequence
 
 from fastapi import APIRouter, Request, Response
 
-from voice_service.console.audit import Action, record_user_action
+from voice_service.accounts.keys import (
+    api_keys,
+    create_api_key,
+    find_api_key,
+    revoke_api_key,
+)
 from voice_service.console.auth import CurrentOrg, PageNotFound, SignedInUser, checked_form
 from voice_service.console.pages import redirect, render
-from voice_service.console.repository import org_key, org_keys
 from voice_service.console.security import client_ip
 from voice_service.core.models import Organization
 from voice_service.core.vocabulary import Scope
-from voice_service.kit.db import transaction
+from voice_service.tenancy.audit import Actor
 from voice_service.tenancy.console_sessions import SignedIn
 from voice_service.tenancy.rate_limits import (
     InvalidRateLimit,
@@ -21,7 +25,6 @@ from voice_service.tenancy.rate_limits import (
     parse_rate_limit,
     parse_unit_cap,
 )
-from voice_service.tenancy.service import create_key, revoke_key
 from voice_service.web.deps import Context
 
 router = APIRouter()
@@ -50,8 +53,7 @@ async def _keys_page(
     name: str = "",
     chosen: Sequence[str] = ALL_SCOPES,
 ) -> Response:
-    async with context.sessions() as session:
-        keys = await org_keys(session, org.id)
+    keys = await api_keys(context, org.id)
     return render(
         request,
         "keys.html",
@@ -96,23 +98,16 @@ async def create_key_action(
         )
     # Every scope chosen: a key that may do everything, scopes added later included.
     scopes = None if set(chosen) == set(ALL_SCOPES) else [Scope(value) for value in chosen]
-    async with transaction(context.sessions) as session:
-        created = await create_key(
-            session,
-            context.hasher,
-            org.id,
-            name,
-            rate_limit,
-            scopes=scopes,
-            monthly_units=monthly_units,
-        )
-        record_user_action(
-            session,
-            user,
-            Action.KEY_CREATED,
-            f"{created.key.id} ({created.key.prefix}…) in {org.id}",
-            client_ip(request),
-        )
+    created = await create_api_key(
+        context,
+        context.hasher,
+        org.id,
+        name,
+        rate_limit,
+        scopes=scopes,
+        monthly_units=monthly_units,
+        actor=Actor(user, client_ip(request)),
+    )
     # Shown in this response only: nothing keeps the secret, a reload shows the prefix.
     return await _keys_page(request, context, user, org, new_secret=created.secret)
 
@@ -142,8 +137,7 @@ def _parse_monthly_units(value: str) -> tuple[str | None, int | None]:
 async def revoke_page(
     key_id: str, request: Request, context: Context, user: SignedInUser, org: CurrentOrg
 ) -> Response:
-    async with context.sessions() as session:
-        key = await org_key(session, org.id, key_id)
+    key = await find_api_key(context, org.id, key_id)
     if key is None:
         raise PageNotFound()
     return render(request, "key_revoke.html", user=user, org=org, key=key)
@@ -154,16 +148,6 @@ async def revoke_action(
     key_id: str, request: Request, context: Context, user: SignedInUser, org: CurrentOrg
 ) -> Response:
     await checked_form(request, user)
-    async with transaction(context.sessions) as session:
-        # Scoped by the organization first: a key id from elsewhere is simply not found.
-        if await org_key(session, org.id, key_id) is None:
-            raise PageNotFound()
-        key = await revoke_key(session, key_id)
-        record_user_action(
-            session,
-            user,
-            Action.KEY_REVOKED,
-            f"{key.id} ({key.prefix}…) in {org.id}",
-            client_ip(request),
-        )
+    if await revoke_api_key(context, org.id, key_id, Actor(user, client_ip(request))) is None:
+        raise PageNotFound()
     return redirect(f"/console/orgs/{org.id}/keys")

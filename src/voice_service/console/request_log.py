@@ -6,16 +6,10 @@ from collections.abc import Sequence
 
 from fastapi import APIRouter, Request, Response
 
-from voice_service.books.requestlog.repository import (
-    ENDPOINTS,
-    STATUS_CLASSES,
-    BilledRequest,
-    find_request,
-    page_requests,
-)
+from voice_service.books.requestlog.pages import ENDPOINTS, STATUS_CLASSES, BilledRequest
+from voice_service.books.requestlog.service import find_logged_request, request_log_page
 from voice_service.console.auth import CurrentOrg, SignedInUser
 from voice_service.console.pages import render
-from voice_service.kit.paging import UnknownCursor
 from voice_service.web.deps import Context
 
 router = APIRouter()
@@ -41,30 +35,22 @@ async def requests_page(
     rows: Sequence[BilledRequest] = []
     next_id: str | None = None
     error: str | None = None
-    async with context.sessions() as session:
-        if request_id:
-            found = await find_request(session, org.id, request_id)
-            rows = [found] if found is not None else []
-        else:
-            try:
-                page = await page_requests(
-                    session,
-                    org.id,
-                    limit=PAGE_SIZE,
-                    before=before,
-                    status_class=status_class,
-                    endpoint=endpoint_name,
-                )
-            except UnknownCursor:
-                error = "That page no longer exists; showing the newest requests."
-                page = await page_requests(
-                    session,
-                    org.id,
-                    limit=PAGE_SIZE,
-                    status_class=status_class,
-                    endpoint=endpoint_name,
-                )
-            rows, next_id = page.requests, page.next
+    if request_id:
+        found = await find_logged_request(context.sessions, org.id, request_id)
+        rows = [found] if found is not None else []
+    else:
+        page = await request_log_page(
+            context.sessions,
+            org.id,
+            limit=PAGE_SIZE,
+            before=before,
+            status_class=status_class,
+            endpoint=endpoint_name,
+            restart=True,
+        )
+        rows, next_id = page.requests, page.next
+        if page.restarted:
+            error = "That page no longer exists; showing the newest requests."
     return render(
         request,
         "requests.html",

@@ -4,21 +4,22 @@ from __future__ import annotations
 
 import csv
 import io
+from dataclasses import dataclass
 from datetime import date
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 
-from voice_service.books.usage.period import InvalidPeriod, parse_day, usage_period
-from voice_service.books.usage.repository import (
-    DailyUsage,
-    GroupUsage,
-    daily_usage,
-    group_totals,
-    totals,
-    usage_by_key,
-    usage_by_voice,
+from voice_service.books.usage.period import InvalidPeriod, parse_period
+from voice_service.books.usage.report import (
+    Breakdown,
+    EndpointUsage,
+    GroupedUsage,
+    Grouping,
+    usage_overview,
+    usage_report,
 )
+from voice_service.books.usage.tallies import DailyUsage, GroupUsage
 from voice_service.console.auth import CurrentOrg, SignedInUser
 from voice_service.console.chart import endpoint_colours, endpoint_order, usage_chart
 from voice_service.console.pages import render
@@ -27,40 +28,37 @@ from voice_service.web.deps import Context
 
 router = APIRouter()
 
-From = Annotated[str | None, Query(alias="from")]
-To = Annotated[str | None, Query(alias="to")]
-GroupBy = Annotated[str, Query()]
-GROUPINGS: dict[str, str] = {"endpoint": "Endpoint", "key": "API key", "voice": "Voice"}
+GROUPINGS: dict[Grouping, str] = {"endpoint": "Endpoint", "key": "API key", "voice": "Voice"}
 
 
-def _period(start: str | None, end: str | None) -> tuple[date, date, str | None]:
-    """The chosen period, or the default one and why the choice was not taken."""
+@dataclass(frozen=True, slots=True)
+class Shown:
+    """The period and grouping shown, and why the period chosen was not taken, if it was not."""
+
+    first: date
+    last: date
+    grouping: Grouping
+    error: str | None
+
+
+def shown(
+    start: Annotated[str | None, Query(alias="from")] = None,
+    end: Annotated[str | None, Query(alias="to")] = None,
+    group_by: Annotated[str, Query()] = "endpoint",
+) -> Shown:
+    """The page's and the download's choice; a period it cannot take is the last 30 days."""
+    grouping: Grouping = next((g for g in GROUPINGS if g == group_by), "endpoint")
     try:
-        first, last = usage_period(parse_day(start), parse_day(end))
+        first, last = parse_period(start, end)
     except InvalidPeriod as exc:
-        return *usage_period(None, None), f"{exc} Showing the last 30 days."
-    return first, last, None
+        return Shown(*parse_period(None, None), grouping, f"{exc} Showing the last 30 days.")
+    return Shown(first, last, grouping, None)
 
 
-async def _rows(context: Context, org_id: str, first: date, last: date) -> list[DailyUsage]:
-    async with context.sessions() as session:
-        return await daily_usage(session, org_id, first, last)
+Choice = Annotated[Shown, Depends(shown)]
 
 
-async def _groups(
-    context: Context, org_id: str, first: date, last: date, group_by: str
-) -> list[GroupUsage]:
-    async with context.sessions() as session:
-        if group_by == "key":
-            return await usage_by_key(session, org_id, first, last)
-        return await usage_by_voice(session, org_id, first, last)
-
-
-def _grouping(value: str) -> str:
-    return value if value in GROUPINGS else "endpoint"
-
-
-def _label(group: GroupUsage, grouping: str) -> str:
+def _label(group: GroupUsage, grouping: Grouping) -> str:
     """A key as its name and prefix; a voice as its name (its id, if it has none)."""
     if grouping == "key":
         prefix = f"{group.label}…"
@@ -77,74 +75,76 @@ def _in_order(rows: list[DailyUsage], *, newest_first: bool) -> list[DailyUsage]
 
 @router.get("/orgs/{org_id}/usage")
 async def usage_page(
-    request: Request,
-    context: Context,
-    user: SignedInUser,
-    org: CurrentOrg,
-    start: From = None,
-    end: To = None,
-    group_by: GroupBy = "endpoint",
+    request: Request, context: Context, user: SignedInUser, org: CurrentOrg, choice: Choice
 ) -> Response:
-    first, last, error = _period(start, end)
-    rows = await _rows(context, org.id, first, last)
-    summed = totals(rows)
-    grouping = _grouping(group_by)
-    groups = [] if grouping == "endpoint" else await _groups(context, org.id, first, last, grouping)
-    labels = {group.id: _label(group, grouping) for group in groups}
+    usage = await usage_overview(
+        context.sessions, org.id, choice.first, choice.last, choice.grouping
+    )
+    daily = usage.daily
+    grouped = usage.grouped
+    groups, group_totals = (grouped.groups, grouped.totals) if grouped else ([], {})
+    labels = {group.id: _label(group, choice.grouping) for group in groups}
     return render(
         request,
         "usage.html",
         user=user,
         org=org,
-        status=400 if error else 200,
-        error=error,
-        start=first,
-        end=last,
-        rows=_in_order(rows, newest_first=True),
-        totals=[(endpoint, summed[endpoint]) for endpoint in endpoint_order(summed)],
-        colours=endpoint_colours([row.endpoint for row in rows]),
-        chart=usage_chart(rows, first, last),
-        group_by=grouping,
+        status=400 if choice.error else 200,
+        error=choice.error,
+        start=choice.first,
+        end=choice.last,
+        rows=_in_order(daily.rows, newest_first=True),
+        totals=[(endpoint, daily.totals[endpoint]) for endpoint in endpoint_order(daily.totals)],
+        colours=endpoint_colours([row.endpoint for row in daily.rows]),
+        chart=usage_chart(daily.rows, choice.first, choice.last),
+        group_by=choice.grouping,
         groupings=GROUPINGS,
         groups=sorted(groups, key=lambda g: (-g.day.toordinal(), labels[g.id])),
-        group_totals=sorted(group_totals(groups).items(), key=lambda item: -item[1]),
+        group_totals=sorted(group_totals.items(), key=lambda item: -item[1]),
         labels=labels,
     )
 
 
 @router.get("/orgs/{org_id}/usage.csv")
 async def usage_csv(
-    context: Context,
-    user: SignedInUser,
-    org: CurrentOrg,
-    start: From = None,
-    end: To = None,
-    group_by: GroupBy = "endpoint",
+    context: Context, user: SignedInUser, org: CurrentOrg, choice: Choice
 ) -> Response:
-    first, last, error = _period(start, end)
-    if error is not None:
-        return secure_headers(Response(error, status_code=400, media_type="text/plain"))
-    grouping = _grouping(group_by)
+    if choice.error is not None:
+        return secure_headers(Response(choice.error, status_code=400, media_type="text/plain"))
+    breakdown = await usage_report(
+        context.sessions, org.id, choice.first, choice.last, choice.grouping
+    )
     out = io.StringIO()
-    writer = csv.writer(out)
-    if grouping == "endpoint":
-        writer.writerow(["date", "endpoint", "units", "requests"])
-        for row in _in_order(await _rows(context, org.id, first, last), newest_first=False):
-            writer.writerow([row.day.isoformat(), row.endpoint, row.units, row.requests])
-    else:
-        groups = await _groups(context, org.id, first, last, grouping)
-        if grouping == "key":
-            writer.writerow(["date", "key_id", "key_prefix", "key_name", "units", "requests"])
-        else:
-            writer.writerow(["date", "voice_id", "voice_name", "units", "requests"])
-        for g in groups:
-            named = [g.label, g.name] if grouping == "key" else [g.label]
-            writer.writerow([g.day.isoformat(), g.id, *named, g.units, g.requests])
-    suffix = "" if grouping == "endpoint" else f"-by-{grouping}"
-    filename = f"usage-{org.id}-{first.isoformat()}-{last.isoformat()}{suffix}.csv"
+    csv.writer(out).writerows(_table(breakdown))
+    suffix = "" if choice.grouping == "endpoint" else f"-by-{choice.grouping}"
+    filename = f"usage-{org.id}-{choice.first.isoformat()}-{choice.last.isoformat()}{suffix}.csv"
     response = Response(
         out.getvalue(),
         media_type="text/csv; charset=utf-8",
         headers={"Content-Disposition": f'attachment; filename="{filename}"'},
     )
     return secure_headers(response)
+
+
+def _table(breakdown: Breakdown) -> list[list[object]]:
+    """The download's header and rows, oldest day first."""
+    if isinstance(breakdown, EndpointUsage):
+        return [
+            ["date", "endpoint", "units", "requests"],
+            *(
+                [row.day.isoformat(), row.endpoint, row.units, row.requests]
+                for row in _in_order(breakdown.rows, newest_first=False)
+            ),
+        ]
+    assert isinstance(breakdown, GroupedUsage)  # the console asks for no pages of requests
+    header: list[object]
+    if breakdown.grouping == "key":
+        header = ["date", "key_id", "key_prefix", "key_name", "units", "requests"]
+    else:
+        header = ["date", "voice_id", "voice_name", "units", "requests"]
+    return [header, *(_group_row(g, breakdown.grouping) for g in breakdown.groups)]
+
+
+def _group_row(g: GroupUsage, grouping: Grouping) -> list[object]:
+    named = [g.label, g.name] if grouping == "key" else [g.label]
+    return [g.day.isoformat(), g.id, *named, g.units, g.requests]

@@ -20,7 +20,6 @@ from voice_service.cloning.service import (
     delete_voice,
 )
 from voice_service.console.acting import act_for_org
-from voice_service.console.audit import Action, record_user_action
 from voice_service.console.auth import CurrentOrg, PageNotFound, SignedInUser, checked_form
 from voice_service.console.pages import CONSOLE_PREFIX, redirect, render
 from voice_service.console.previews import Previews
@@ -30,11 +29,12 @@ from voice_service.core.errors import ApiError, InvalidRequest, describe_errors
 from voice_service.core.models import Organization
 from voice_service.core.vocabulary import Service
 from voice_service.engines.world.analysis import MAX_ANALYSIS_SECONDS
-from voice_service.kit.db import transaction
 from voice_service.speech.schemas import MAX_TEXT_LENGTH, SpeechRequest
 from voice_service.speech.service import synthesize_speech
+from voice_service.tenancy.audit import Actor
 from voice_service.tenancy.console_sessions import SignedIn
-from voice_service.voices.repository import CLONED, get_visible, list_catalogue, list_clones
+from voice_service.voices.listing import voices_of
+from voice_service.voices.service import find_clone, visible_voice
 from voice_service.web.deps import Context
 from voice_service.web.uploads import receive_audio_upload
 
@@ -104,9 +104,8 @@ async def _voices_page(
     language: str = "",
     cloned: str = "",
 ) -> Response:
-    async with context.sessions() as session:
-        catalogue = await list_catalogue(session)
-        clones = await list_clones(session, org.id)
+    voices = await voices_of(context, org.id)
+    catalogue, clones = voices.catalogue, voices.clones
     offered = languages(catalogue)
     search = CatalogueSearch.of(text, language, offered)
     new_clone = next((voice for voice in clones if voice.id == cloned), None)
@@ -146,8 +145,7 @@ async def preview(
     await context.limiter.hit(
         f"console-preview:{user.user_id}", PREVIEWS_PER_MINUTE, subject="your voice previews"
     )
-    async with context.sessions() as session:
-        voice = await get_visible(session, org.id, voice_id)
+    voice = await visible_voice(context, org.id, voice_id)
     if voice is None:
         raise PageNotFound()
     audio = await previews.get(context, voice, Ledger.of(request))
@@ -183,20 +181,15 @@ async def clone_action(
             check_csrf(request, user.csrf_token, fields.get("csrf_token"))
             clone = _clone_request(fields)
             principal = await act_for_org(request, context, org, Service.CLONING)
-            voice = await clone_voice(context, principal, Ledger.of(request), clone, upload.path)
+            actor = Actor(user, client_ip(request))
+            voice = await clone_voice(
+                context, principal, Ledger.of(request), clone, upload.path, actor
+            )
     except ApiError as exc:
         Ledger.of(request).failed(exc.code)
         form = {k: fields.get(k, "") for k in ("name", "description")}
         return await _voices_page(
             request, context, user, org, status=exc.status, error=exc.message, form=form
-        )
-    async with transaction(context.sessions) as session:
-        record_user_action(
-            session,
-            user,
-            Action.VOICE_CLONED,
-            f"{voice.id} ({voice.name}) in {org.id}",
-            client_ip(request),
         )
     # Post/redirect/get: a reload shows the page again rather than cloning again. The
     # request-log row already says 201, as the API's clone does.
@@ -214,9 +207,8 @@ def _clone_request(fields: dict[str, str]) -> CloneRequest:
 async def delete_page(
     voice_id: str, request: Request, context: Context, user: SignedInUser, org: CurrentOrg
 ) -> Response:
-    async with context.sessions() as session:
-        voice = await get_visible(session, org.id, voice_id)
-    if voice is None or voice.type != CLONED:
+    voice = await find_clone(context, org.id, voice_id)
+    if voice is None:
         raise PageNotFound()
     return render(request, "voice_delete.html", user=user, org=org, voice=voice)
 
@@ -227,9 +219,6 @@ async def delete_action(
 ) -> Response:
     await checked_form(request, user)
     principal = await act_for_org(request, context, org, None)
-    await delete_voice(context, principal, voice_id)  # another org's or unknown id: 404
-    async with transaction(context.sessions) as session:
-        record_user_action(
-            session, user, Action.VOICE_DELETED, f"{voice_id} in {org.id}", client_ip(request)
-        )
+    actor = Actor(user, client_ip(request))
+    await delete_voice(context, principal, voice_id, actor)  # another org's or unknown id: 404
     return redirect(_voices_url(org))

@@ -1,41 +1,44 @@
 """The webhooks page: register one (its signing secret shown once), enable, disable or
 delete it; one webhook's page: its recent deliveries, each attempt, and Redeliver. Every
-action mirrors its twin in api/webhooks.py, scoped by the organization in the URL."""
+action is its twin's in api/webhooks.py (webhooks/endpoints.py), scoped by the organization
+in the URL."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Final
+from collections.abc import Awaitable, Sequence
+from typing import Final, TypeVar
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request, Response
-from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.datastructures import FormData
 
-from voice_service.console.audit import Action, record_user_action
 from voice_service.console.auth import CurrentOrg, PageNotFound, SignedInUser, checked_form
 from voice_service.console.pages import CONSOLE_PREFIX, redirect, render
 from voice_service.console.security import client_ip
-from voice_service.core.errors import InvalidRequest
-from voice_service.core.models import Organization, Webhook
+from voice_service.core.errors import InvalidRequest, NotFound
+from voice_service.core.models import Organization
 from voice_service.core.vocabulary import WebhookEvent
-from voice_service.kit.db import transaction
+from voice_service.tenancy.audit import Actor
 from voice_service.tenancy.console_sessions import SignedIn
 from voice_service.web.deps import Context
-from voice_service.webhooks import repository
-from voice_service.webhooks.service import checked_url, redeliver, webhook_row
+from voice_service.webhooks import endpoints
+from voice_service.webhooks.schemas import (
+    DELIVERED,
+    FAILED,
+    MAX_DESCRIPTION_LENGTH,
+    MAX_URL_LENGTH,
+    PENDING,
+)
 
 router = APIRouter()
+T = TypeVar("T")
 
-# The API's limits (webhooks/schemas.py WebhookIn).
-MAX_URL_LENGTH = 2048
-MAX_DESCRIPTION_LENGTH = 200
 DELIVERIES_SHOWN = 50
 EVENTS: Final = tuple(event.value for event in WebhookEvent)
 _BADGES: Final = {
-    repository.PENDING: "badge badge-warn",
-    repository.DELIVERED: "badge badge-ok",
-    repository.FAILED: "badge badge-err",
+    PENDING: "badge badge-warn",
+    DELIVERED: "badge badge-ok",
+    FAILED: "badge badge-err",
 }
 
 
@@ -58,8 +61,7 @@ async def _webhooks_page(
     form: dict[str, str] | None = None,
     chosen: Sequence[str] = EVENTS,
 ) -> Response:
-    async with context.sessions() as session:
-        hooks = await repository.list_webhooks(session, org.id)
+    hooks = await endpoints.list_webhooks(context, org.id)
     return render(
         request,
         "webhooks.html",
@@ -87,20 +89,18 @@ async def create_action(
     chosen = [str(value) for value in form.getlist("events")]
     try:
         events = _events(chosen)
-        url = await checked_url(context.settings.outbound_allowed, _url(url))
-        if len(description) > MAX_DESCRIPTION_LENGTH:
-            raise InvalidRequest(f"A description has at most {MAX_DESCRIPTION_LENGTH} characters.")
+        hook = await endpoints.create_webhook(
+            context,
+            org.id,
+            _url(url),
+            events,
+            description or None,
+            actor=Actor(user, client_ip(request)),
+        )
     except InvalidRequest as exc:
         shown = {"url": url, "description": description}
         return await _webhooks_page(
             request, context, user, org, status=400, error=exc.message, form=shown, chosen=chosen
-        )
-    hook = webhook_row(org.id, url, events, description or None)
-    hook.created_at = context.books.clock()
-    async with transaction(context.sessions) as session:
-        session.add(hook)
-        record_user_action(
-            session, user, Action.WEBHOOK_CREATED, f"{hook.id} in {org.id}", client_ip(request)
         )
     # Shown in this response only: a reload (a GET, see console.js) lists the webhook alone.
     return await _webhooks_page(request, context, user, org, new_secret=hook.secret)
@@ -130,9 +130,9 @@ async def webhook_page(
     redelivered: str = "",
 ) -> Response:
     """`redelivered` names the delivery just sent again (the Redeliver form's redirect)."""
-    async with context.sessions() as session:
-        hook = await _find(session, org, webhook_id)
-        deliveries = await repository.recent_deliveries(session, hook.id, DELIVERIES_SHOWN)
+    hook, deliveries = await _found(
+        endpoints.webhook_deliveries(context, org.id, webhook_id, DELIVERIES_SHOWN)
+    )
     shown = any(delivery.id == redelivered for delivery, _ in deliveries)
     return render(
         request,
@@ -172,11 +172,10 @@ async def _switch(
     enabled: bool,
 ) -> Response:
     form = await checked_form(request, user)
-    action = Action.WEBHOOK_ENABLED if enabled else Action.WEBHOOK_DISABLED
-    async with transaction(context.sessions) as session:
-        hook = await _find(session, org, webhook_id)
-        hook.enabled = enabled
-        record_user_action(session, user, action, f"{hook.id} in {org.id}", client_ip(request))
+    actor = Actor(user, client_ip(request))
+    await _found(
+        endpoints.update_webhook(context, org.id, webhook_id, enabled=enabled, actor=actor)
+    )
     return redirect(_back(org, webhook_id, form))
 
 
@@ -190,8 +189,7 @@ def _back(org: Organization, webhook_id: str, form: FormData) -> str:
 async def delete_page(
     webhook_id: str, request: Request, context: Context, user: SignedInUser, org: CurrentOrg
 ) -> Response:
-    async with context.sessions() as session:
-        hook = await _find(session, org, webhook_id)
+    hook = await _found(endpoints.get_webhook(context, org.id, webhook_id))
     return render(request, "webhook_delete.html", user=user, org=org, hook=hook)
 
 
@@ -200,12 +198,8 @@ async def delete_action(
     webhook_id: str, request: Request, context: Context, user: SignedInUser, org: CurrentOrg
 ) -> Response:
     await checked_form(request, user)
-    async with transaction(context.sessions) as session:
-        hook = await _find(session, org, webhook_id)
-        await repository.delete_webhook(session, hook.id)
-        record_user_action(
-            session, user, Action.WEBHOOK_DELETED, f"{hook.id} in {org.id}", client_ip(request)
-        )
+    actor = Actor(user, client_ip(request))
+    await _found(endpoints.delete_webhook(context, org.id, webhook_id, actor=actor))
     return redirect(f"{CONSOLE_PREFIX}/orgs/{org.id}/webhooks")
 
 
@@ -221,25 +215,19 @@ async def redeliver_action(
     await checked_form(request, user)
     if context.deliveries is None:  # no queue to send it from: the page offers no button
         raise PageNotFound()
-    async with transaction(context.sessions) as session:
-        hook = await _find(session, org, webhook_id)
-        delivery = await repository.find_delivery(session, org.id, delivery_id, webhook_id=hook.id)
-        if delivery is None:
-            raise PageNotFound()
-        await redeliver(session, context.deliveries.queue, delivery)
-        record_user_action(
-            session,
-            user,
-            Action.DELIVERY_REDELIVERED,
-            f"{delivery.id} of {hook.id} in {org.id}",
-            client_ip(request),
-        )
+    actor = Actor(user, client_ip(request))
+    queue = context.deliveries.queue
+    await _found(
+        endpoints.redeliver_delivery(context, queue, org.id, webhook_id, delivery_id, actor=actor)
+    )
     query = urlencode({"redelivered": delivery_id})
-    return redirect(f"{CONSOLE_PREFIX}/orgs/{org.id}/webhooks/{hook.id}?{query}")
+    return redirect(f"{CONSOLE_PREFIX}/orgs/{org.id}/webhooks/{webhook_id}?{query}")
 
 
-async def _find(session: AsyncSession, org: Organization, webhook_id: str) -> Webhook:
-    hook = await repository.find_webhook(session, org.id, webhook_id)
-    if hook is None:  # another organization's webhook is as unknown as one that never was
-        raise PageNotFound()
-    return hook
+async def _found(work: Awaitable[T]) -> T:
+    """What `work` finds; another organization's webhook or delivery is as unknown as one
+    that never was: the console's own 404 page."""
+    try:
+        return await work
+    except NotFound:
+        raise PageNotFound() from None

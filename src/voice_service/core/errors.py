@@ -26,6 +26,9 @@ class ApiError(Exception):
         param: str | None = None,
     ):
         self.message = message or self.default_message
+        # What a WebSocket session's error event says: a session bills what it delivered
+        # before a failure, so what a request's message says of its billing is left out.
+        self.what_failed = self.message
         self.headers = headers or {}
         self.param = param  # the offending request field, where one is to blame
         super().__init__(self.message)
@@ -106,14 +109,16 @@ class InternalError(ApiError):
     pass
 
 
-# What an HTTP request's 502 says of its billing. A WebSocket session bills what it delivered
-# before a failure, so its error events say that instead (`session_message`).
-NOT_BILLED = "The request was not billed and is safe to retry."
-
-
 class ProviderError(ApiError):
     status, code = 502, "PROVIDER_ERROR"
     default_message = "The voice engine failed; the request is safe to retry."
+
+    @classmethod
+    def of(cls, what_failed: str) -> ProviderError:
+        """A provider's failure: an HTTP request's answer adds what it says of its billing."""
+        error = cls(f"{what_failed} The request was not billed and is safe to retry.")
+        error.what_failed = what_failed
+        return error
 
 
 class NodeBusy(ProviderError):
@@ -206,6 +211,5 @@ def first_field(errors: Sequence[Any]) -> str | None:
 
 
 def session_message(error: ApiError) -> str:
-    """What failed, for a WebSocket session's error event: without what an HTTP request's
-    error says of its billing."""
-    return error.message.replace(NOT_BILLED, "").strip()
+    """What failed, for a WebSocket session's or a Wyoming connection's error event."""
+    return error.what_failed

@@ -29,7 +29,7 @@ from voice_service.books.ledger import Ledger, log_failure
 from voice_service.books.usage.charge import Charge
 from voice_service.core.errors import ApiError, ProviderError, envelope_bytes
 from voice_service.core.vocabulary import Scope, Service
-from voice_service.realtime.open_sessions import open_session
+from voice_service.tenancy.open_sessions import open_session
 from voice_service.tenancy.principal import Principal
 from voice_service.web.context import AppContext
 from voice_service.web.deps import authenticate_secret, check_scope

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sqlalchemy import ColumnElement, select
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from voice_service.core.models import Account, ApiKey, Organization
 from voice_service.tenancy.service import SUSPENDED
@@ -47,6 +47,15 @@ async def find_principal(session: AsyncSession, secret_hash: str) -> Principal |
 async def principal_for_key(session: AsyncSession, key_id: str) -> Principal | None:
     """The same for a key the service holds itself (the console's), found by its id."""
     return await _principal(session, ApiKey.id == key_id)
+
+
+async def principal_of_key(
+    sessions: async_sessionmaker[AsyncSession], key_id: str
+) -> Principal | None:
+    """`principal_for_key` read now, in a session of its own: a Wyoming listener's key, or
+    a key a running session looks at again."""
+    async with sessions() as session:
+        return await principal_for_key(session, key_id)
 
 
 async def _principal(session: AsyncSession, which: ColumnElement[bool]) -> Principal | None:

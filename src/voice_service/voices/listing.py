@@ -1,4 +1,5 @@
-"""GET /voices bodies: the shared catalogue serialized once, each org's clones per request.
+"""Listing voices: the organization's clones, the catalogue beside them, and the GET /voices
+bodies, whose shared catalogue is serialized once and each org's clones per request.
 
 The catalogue changes only when a node starts (it is what the node's engines loaded), so
 serializing its rows on every listing would be most of the endpoint's work.
@@ -7,9 +8,38 @@ serializing its rows on every listing would be most of the endpoint's work.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from voice_service.core import models
+from voice_service.runtime import Runtime
+from voice_service.voices.repository import list_catalogue, list_clones
 from voice_service.voices.schemas import Voice
+
+
+async def organization_clones(session: AsyncSession, org_id: str) -> Sequence[models.Voice]:
+    """The organization's live clones, oldest first."""
+    return await list_clones(session, org_id)
+
+
+async def clones_of(runtime: Runtime, org_id: str) -> Sequence[models.Voice]:
+    """The organization's live clones, oldest first, read now (not from a listing cache)."""
+    async with runtime.sessions() as session:
+        return await organization_clones(session, org_id)
+
+
+@dataclass(frozen=True, slots=True)
+class OrganizationVoices:
+    catalogue: Sequence[models.Voice]  # as the database has it, best engine first
+    clones: Sequence[models.Voice]
+
+
+async def voices_of(runtime: Runtime, org_id: str) -> OrganizationVoices:
+    """The catalogue and the organization's live clones, read together."""
+    async with runtime.sessions() as session:
+        catalogue = await list_catalogue(session)
+        return OrganizationVoices(catalogue, await organization_clones(session, org_id))
 
 
 class VoiceListing:

@@ -15,7 +15,7 @@ from typing import TypeVar
 
 from voice_service.core.errors import AccountSuspended, ApiError, InvalidApiKey
 from voice_service.core.vocabulary import Scope, Service
-from voice_service.tenancy.principal import Principal, principal_for_key
+from voice_service.tenancy.principal import Principal, principal_of_key
 from voice_service.web.context import AppContext
 from voice_service.web.deps import check_scope
 
@@ -87,8 +87,7 @@ async def _watch_key(
         if generation == seen:
             continue
         try:
-            async with context.sessions() as db:
-                current = await principal_for_key(db, key_id)
+            current = await principal_of_key(context.sessions, key_id)
         except Exception as exc:  # looked at again on the next round
             logger.warning("could not look at a key again: %r", exc)
             continue

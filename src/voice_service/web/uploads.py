@@ -1,5 +1,5 @@
-"""Audio the caller sends (multipart uploads, parsed as they stream in) or names (a URL,
-downloaded): the file spooled to disk, never whole in RAM.
+"""Audio the caller sends (multipart uploads, parsed as they stream in): the file spooled
+to disk, never whole in RAM (audio a job names by URL is fetched by `jobs.submission`).
 
 The body-size middleware has already capped the stream; here the parser's own limits stop
 part floods and oversized text fields, and the file lands in a named temporary file that
@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
-import httpx
 from fastapi import Request
 from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
@@ -34,7 +33,6 @@ from voice_service.core.errors import (
     PayloadTooLarge,
 )
 from voice_service.core.vocabulary import megabytes
-from voice_service.kit.outbound import FetchFailed, OutboundPolicy, OutboundRefused, fetch_to_file
 from voice_service.transcription import known_speakers
 
 # Room for the boundaries and part headers around a file of the full allowed size.
@@ -268,40 +266,3 @@ class _StreamedForm:
 
     def _finished(self) -> None:
         self.complete = True
-
-
-@dataclass(frozen=True, slots=True)
-class Fetched:
-    path: Path
-    size: int
-
-
-@asynccontextmanager
-async def receive_from_url(
-    policy: OutboundPolicy, url: str, directory: Path, max_bytes: int, most_seconds: float
-) -> AsyncIterator[Fetched]:
-    """The file at a URL the caller named, downloaded into `directory` (at most `max_bytes`,
-    within `most_seconds`, where `policy` lets it go), and removed on exit. What goes
-    wrong is the caller's 400 (or 413), saying why."""
-    handle, name = tempfile.mkstemp(dir=directory, prefix="fetch-")
-    path = Path(name)
-    try:
-        with os.fdopen(handle, "wb") as file:
-            async with httpx.AsyncClient(follow_redirects=False, timeout=30) as client:
-                try:
-                    async with asyncio.timeout(most_seconds):
-                        size = await fetch_to_file(policy, client, url, file, max_bytes)
-                except OutboundRefused as exc:
-                    raise InvalidRequest(f"url: {exc}.", param="url") from None
-                except FetchFailed as exc:
-                    if exc.too_large:
-                        limit = megabytes(max_bytes)
-                        raise PayloadTooLarge(f"url: the file exceeds the {limit} limit.") from None
-                    raise InvalidRequest(f"url: {exc}.", param="url") from None
-                except (TimeoutError, httpx.HTTPError) as exc:
-                    reason = "took too long" if isinstance(exc, TimeoutError) else "failed"
-                    raise InvalidRequest(f"url: the download {reason}.", param="url") from None
-        yield Fetched(path, size)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)

@@ -30,6 +30,7 @@ from voice_service.kit.outbound import OutboundPolicy, OutboundRefused
 from voice_service.runtime import Runtime
 from voice_service.webhooks import repository
 from voice_service.webhooks.fair_shares import FairShares
+from voice_service.webhooks.schemas import DELIVERED
 from voice_service.webhooks.service import attempt_job, signing_secrets
 
 logger = logging.getLogger(__name__)
@@ -98,7 +99,7 @@ async def attempt(
         receiver = await _receiver(session, delivery, now) if delivery is not None else None
     if delivery is None or receiver is None:
         return  # deleted, or its webhook was
-    if delivery.status == repository.DELIVERED:
+    if delivery.status == DELIVERED:
         return  # a duplicate attempt (its worker killed after it was recorded)
     with shares.slot(delivery.org_id) as granted:
         outcome = await _send(runtime, client, delivery, receiver, now) if granted else None

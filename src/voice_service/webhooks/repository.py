@@ -9,8 +9,7 @@ from sqlalchemy import Select, delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from voice_service.core.models import Webhook, WebhookAttempt, WebhookDelivery
-
-PENDING, DELIVERED, FAILED = "pending", "delivered", "failed"
+from voice_service.webhooks.schemas import DELIVERED, FAILED, PENDING
 
 
 async def find_webhook(session: AsyncSession, org_id: str, webhook_id: str) -> Webhook | None:

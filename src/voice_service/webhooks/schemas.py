@@ -11,11 +11,15 @@ from voice_service.core.vocabulary import WebhookEvent
 from voice_service.voices.schemas import Timestamp
 
 EXAMPLE_URL = "https://example.com/hooks/voice"
+MAX_URL_LENGTH = 2048
+MAX_DESCRIPTION_LENGTH = 200
+# A delivery's status.
+PENDING, DELIVERED, FAILED = "pending", "delivered", "failed"
 
 
 class WebhookIn(BaseModel):
     url: str = Field(
-        max_length=2048,
+        max_length=MAX_URL_LENGTH,
         description="Where deliveries are POSTed: https, and a public address (unless the "
         "operator allows the host).",
         examples=[EXAMPLE_URL],
@@ -23,13 +27,13 @@ class WebhookIn(BaseModel):
     events: list[WebhookEvent] = Field(
         min_length=1, description="What to be told of.", examples=[["transcription.completed"]]
     )
-    description: str | None = Field(None, max_length=200)
+    description: str | None = Field(None, max_length=MAX_DESCRIPTION_LENGTH)
 
 
 class WebhookPatch(BaseModel):
-    url: str | None = Field(None, max_length=2048, examples=[EXAMPLE_URL])
+    url: str | None = Field(None, max_length=MAX_URL_LENGTH, examples=[EXAMPLE_URL])
     events: list[WebhookEvent] | None = Field(None, min_length=1)
-    description: str | None = Field(None, max_length=200)
+    description: str | None = Field(None, max_length=MAX_DESCRIPTION_LENGTH)
     enabled: bool | None = None
 
 

@@ -15,11 +15,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from voice_service.core.errors import InvalidRequest
 from voice_service.core.ids import new_id
-from voice_service.core.models import SigningSecret, Webhook, WebhookDelivery
+from voice_service.core.models import SigningSecret, WebhookDelivery
 from voice_service.kit.db import insert_if_absent
 from voice_service.kit.job_queue import SqlQueue
 from voice_service.kit.outbound import OutboundPolicy, OutboundRefused
 from voice_service.webhooks import repository
+from voice_service.webhooks.schemas import PENDING
 
 QUEUE_NAME = "webhooks"
 DELIVER = "deliver"  # the queue's function name for an attempt
@@ -115,7 +116,7 @@ async def emit(
                 org_id=org_id,
                 event=event,
                 payload=payload(delivery_id, event, data, now),
-                status=repository.PENDING,
+                status=PENDING,
                 attempts=0,
                 created_at=now,
             )
@@ -153,17 +154,5 @@ def signing_secrets(found: SigningSecret, now: datetime) -> list[str]:
 
 async def redeliver(session: AsyncSession, queue: SqlQueue, delivery: WebhookDelivery) -> None:
     """Send a delivery again, with its own `webhook-id`, and its retries if it fails."""
-    delivery.status = repository.PENDING
+    delivery.status = PENDING
     await queue.enqueue_in(session, attempt_job(delivery.id, 0, round_=delivery.attempts))
-
-
-def webhook_row(org_id: str, url: str, events: list[str], description: str | None) -> Webhook:
-    return Webhook(
-        id=new_id("wh"),
-        org_id=org_id,
-        url=url,
-        events=events,
-        secret=new_secret(),
-        description=description,
-        enabled=True,
-    )

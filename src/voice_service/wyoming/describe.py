@@ -17,7 +17,7 @@ from voice_service.core.vocabulary import Scope, Service
 from voice_service.inference.resolver import can_transcribe
 from voice_service.tenancy.principal import Principal
 from voice_service.transcription.service import known_languages
-from voice_service.voices.repository import list_clones
+from voice_service.voices.listing import clones_of
 from voice_service.web.context import AppContext
 
 PROGRAM = "voice-service"
@@ -47,8 +47,7 @@ async def service_info(context: AppContext, principal: Principal) -> Info:
 async def usable_voices(context: AppContext, principal: Principal) -> list[Voice]:
     """The catalogue, in its order, then the organization's clones."""
     assert context.voice_listing is not None
-    async with context.sessions() as session:
-        clones = await list_clones(session, principal.org_id)
+    clones = await clones_of(context, principal.org_id)
     return [*context.voice_listing.catalogue, *clones]
 
 

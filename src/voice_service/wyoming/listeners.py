@@ -28,7 +28,7 @@ from zeroconf.asyncio import AsyncServiceInfo, AsyncZeroconf
 
 from voice_service.core.errors import ApiError, ProviderError
 from voice_service.settings import WyomingBinding
-from voice_service.tenancy.principal import principal_for_key
+from voice_service.tenancy.principal import principal_of_key
 from voice_service.web.context import AppContext
 from voice_service.wyoming.connection import Connection
 from voice_service.wyoming.handler import STOPPING, WyomingHandler
@@ -172,8 +172,7 @@ class WyomingListeners:
 
     async def _warn_unless_usable(self, binding: WyomingBinding) -> None:
         """An operator's typo shows in the log at start, not only in refused requests."""
-        async with self._context.sessions() as session:
-            principal = await principal_for_key(session, binding.key_id)
+        principal = await principal_of_key(self._context.sessions, binding.key_id)
         if principal is None:
             logger.error(
                 "Wyoming listener %s: key %s does not exist or is revoked; "

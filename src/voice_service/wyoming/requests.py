@@ -13,7 +13,7 @@ from enum import StrEnum
 from voice_service.books.ledger import Ledger
 from voice_service.core.errors import InvalidApiKey
 from voice_service.core.vocabulary import Scope, Service
-from voice_service.tenancy.principal import Principal, principal_for_key
+from voice_service.tenancy.principal import Principal, principal_of_key
 from voice_service.web.context import AppContext
 from voice_service.web.deps import admit_to, check_scope
 
@@ -42,8 +42,7 @@ async def admitted(
 ) -> Principal:
     """The listener's key, let in as an HTTP request's would be (suspension, rate limit)
     and holding `needs`' scope and service; raises the `ApiError` that refuses it."""
-    async with context.sessions() as session:
-        principal = await principal_for_key(session, key_id)
+    principal = await principal_of_key(context.sessions, key_id)
     if principal is None:
         raise InvalidApiKey(
             "The API key this Wyoming listener is bound to was revoked, or does not exist."

@@ -20,6 +20,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from voice_service.books.requestlog.pages import BilledRequest
 from voice_service.core.models import ApiKey, RequestLogEntry, UsageRecord, utcnow
 from voice_service.kit.db import insert_if_absent
 from voice_service.kit.paging import UnknownCursor, newest_first, page_of
@@ -92,39 +93,6 @@ def _entry_statements(
         )
         statements.append((refresh, None))
     return statements
-
-
-STATUS_CLASSES = ("2xx", "4xx", "5xx")
-# Filterable endpoints: a row's path ends with "/" and one of these, whether the API
-# (/api/v1/text-to-speech) or the console acting for the organization served it.
-ENDPOINTS = (
-    "text-to-speech",
-    "speech-to-text",
-    "asr",
-    "text-to-speech/stream",
-    "text-to-speech/with-timestamps",
-    "text-to-speech/with-timestamps/stream",
-    "realtime",  # live transcription sessions, on both APIs
-    "voices",
-    "voices/clone",
-    "usage",
-    "requests",
-    # The OpenAI-compatible API (/v1/...).
-    "audio/speech",
-    "audio/transcriptions",
-    "audio/translations",
-    "models",
-)
-
-
-@dataclass(frozen=True, slots=True)
-class BilledRequest:
-    """A request's log row and what it was billed: 0 units and no endpoint when it was not
-    (a failure, a replay, a request that does no billable work)."""
-
-    entry: RequestLogEntry
-    units: int
-    endpoint: str | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,3 +47,8 @@ def usage_period(start: date | None, end: date | None) -> tuple[date, date]:
     if (last - first).days >= MAX_DAYS:
         raise InvalidPeriod(f"The period spans more than {MAX_DAYS} days.")
     return first, last
+
+
+def parse_period(start: str | None, end: str | None) -> tuple[date, date]:
+    """The period from its first and last days as written, YYYY-MM-DD, either left out."""
+    return usage_period(parse_day(start), parse_day(end))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import InstrumentedAttribute
 
 from voice_service.books.usage.charge import Charge
+from voice_service.books.usage.tallies import DailyUsage, GroupUsage
 from voice_service.core.models import ApiKey, UsageRecord, Voice
 from voice_service.tenancy.principal import Principal
 
@@ -49,14 +50,6 @@ def add_usage(
     )
 
 
-@dataclass(frozen=True, slots=True)
-class DailyUsage:
-    day: date
-    endpoint: str
-    units: int
-    requests: int
-
-
 async def daily_usage(
     session: AsyncSession, org_id: str, start: date, end: date
 ) -> list[DailyUsage]:
@@ -78,18 +71,6 @@ async def daily_usage(
         )
         for value, endpoint, units, requests in rows
     ]
-
-
-@dataclass(frozen=True, slots=True)
-class GroupUsage:
-    """A day's units of one key or one voice: its id and what people call it."""
-
-    day: date
-    id: str
-    label: str | None  # a key's prefix, a voice's name
-    name: str | None  # a key's name
-    units: int
-    requests: int
 
 
 async def usage_by_key(
@@ -174,23 +155,6 @@ async def usage_by_request(
     more = len(records) > limit
     records = records[:limit]
     return RequestPage(records, records[-1].request_id if more else None)
-
-
-def totals(rows: Sequence[DailyUsage]) -> dict[str, int]:
-    """Units per endpoint over `rows`."""
-    return _summed((row.endpoint, row.units) for row in rows)
-
-
-def group_totals(groups: Sequence[GroupUsage]) -> dict[str, int]:
-    """Units per key or voice id over `groups`."""
-    return _summed((group.id, group.units) for group in groups)
-
-
-def _summed(pairs: Iterable[tuple[str, int]]) -> dict[str, int]:
-    summed: dict[str, int] = {}
-    for name, units in pairs:
-        summed[name] = summed.get(name, 0) + units
-    return dict(sorted(summed.items()))
 
 
 def _within(org_id: str, start: date, end: date) -> list[ColumnElement[bool]]:

@@ -27,7 +27,7 @@ import httpx
 import numpy as np
 
 from voice_service.audio.encode import AudioEncoder, AudioFormat
-from voice_service.core.errors import NOT_BILLED, InvalidRequest, ProviderError
+from voice_service.core.errors import InvalidRequest, ProviderError
 from voice_service.engines.alignment import Alignment
 from voice_service.engines.protocols import Pcm, TranscribeOptions
 from voice_service.inference.providers.config import ANY_LANGUAGE, ResolvedProvider
@@ -253,12 +253,10 @@ class Provider:
                 except _REPLICA_FAILURES as exc:
                     failure = _replica_failure(exc, "did not answer in time")
                 except (ProviderRefused, ProviderRefusedInput):
-                    self.replicas.succeeded(replica)
-                    self._count("rejected", started)
+                    self._answered(replica, "rejected", started)
                     raise
                 else:
-                    self.replicas.succeeded(replica)
-                    self._count("ok", started)
+                    self._answered(replica, "ok", started)
                     return result
                 self._failed(replica, failure, started)
             if failed is not None:
@@ -313,12 +311,10 @@ class Provider:
                 except _REPLICA_FAILURES as exc:
                     failure = _replica_failure(exc, "stopped sending in time")
                 except (ProviderRefused, ProviderRefusedInput):
-                    self.replicas.succeeded(replica)
-                    self._count("rejected", started)
+                    self._answered(replica, "rejected", started)
                     raise
                 else:
-                    self.replicas.succeeded(replica)
-                    self._count("ok", started)
+                    self._answered(replica, "ok", started)
                     for chunk in held:
                         yield chunk
                     return
@@ -349,9 +345,9 @@ class Provider:
         except NoReplica:
             if failed is not None:  # no other replica to retry on: the first failure stands
                 raise self._error(failed[1]) from None
-            raise ProviderError(
+            raise ProviderError.of(
                 f"The provider {self.name!r} is unavailable: every replica failed "
-                f"{FAILURES_TO_LEAVE_OUT} requests in a row and is left out for now. " + NOT_BILLED
+                f"{FAILURES_TO_LEAVE_OUT} requests in a row and is left out for now."
             ) from None
 
     async def _check_status(self, response: httpx.Response) -> None:
@@ -382,6 +378,11 @@ class Provider:
         if not 200 <= status < 300:
             raise _ReplicaFailed(f"answered {status}")
 
+    def _answered(self, replica: Replica, outcome: str, started: float) -> None:
+        """The replica answered (a refusal is an answer too): it is healthy."""
+        self.replicas.succeeded(replica)
+        self._count(outcome, started)
+
     def _failed(self, replica: Replica, failure: _ReplicaFailed, started: float) -> None:
         self.replicas.failed(replica)
         self._count("timeout" if failure.timed_out else "error", started)
@@ -390,7 +391,7 @@ class Provider:
         )
 
     def _error(self, failure: _ReplicaFailed) -> ProviderError:
-        return ProviderError(f"The provider {self.name!r} failed: {failure.reason}. " + NOT_BILLED)
+        return ProviderError.of(f"The provider {self.name!r} failed: {failure.reason}.")
 
     def _count(self, outcome: str, started: float) -> None:
         self._metrics.provider_called(self.name, outcome, time.monotonic() - started)

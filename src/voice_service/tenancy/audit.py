@@ -1,8 +1,12 @@
-"""The audit log: every change made through the console, and every sign-in attempt."""
+"""The audit log: every change made through the console, and every sign-in attempt.
+
+A service that makes a change on a console user's behalf takes an `Actor` and records the
+event in the change's own transaction."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from enum import StrEnum
 
 from sqlalchemy import select
@@ -54,19 +58,24 @@ def record_event(
     )
 
 
-def record_user_action(
-    session: AsyncSession, user: SignedIn, action: Action, target: str, ip: str | None
-) -> None:
-    """A change a signed-in user made."""
-    record_event(
-        session,
-        action,
-        account_id=user.account_id,
-        user_id=user.user_id,
-        email=user.email,
-        target=target,
-        ip=ip,
-    )
+@dataclass(frozen=True, slots=True)
+class Actor:
+    """A signed-in console user, and the address their request came from."""
+
+    user: SignedIn
+    ip: str | None
+
+    def record(self, session: AsyncSession, action: Action, target: str) -> None:
+        """A change this user made, in the caller's transaction."""
+        record_event(
+            session,
+            action,
+            account_id=self.user.account_id,
+            user_id=self.user.user_id,
+            email=self.user.email,
+            target=target,
+            ip=self.ip,
+        )
 
 
 async def list_events(

@@ -1,5 +1,5 @@
-"""The console's queries. Each organization lookup is scoped by the signed-in user's
-account here, so no page can reach another account's organization."""
+"""The queries of the console's accounts. Each organization lookup is scoped by the
+signed-in user's account here, so no page can reach another account's organization."""
 
 from __future__ import annotations
 
