@@ -36,6 +36,7 @@ from voice_service.inference.admission import Job
 from voice_service.inference.providers.provider import Provider
 from voice_service.inference.providers.table import voice_key
 from voice_service.inference.providers.wire import UPLOAD_NAMES, AudioFile
+from voice_service.inference.resolver import cloner_for, remote_speaker
 from voice_service.kit.db import transaction
 from voice_service.kit.waiting import unless_set
 from voice_service.runtime import Runtime
@@ -107,18 +108,10 @@ async def clone_voice(
     _check_limit(live, limit, default_limit)
     await ledger.hold(CLONE_UNITS)
 
-    provider = runtime.providers.cloner()
-    if provider is not None:
-        return await _clone_at_provider(
-            runtime, provider, principal, ledger, request, sample, actor
-        )
     assert runtime.engines is not None
-    cloner = runtime.engines.cloner
-    if cloner is None:
-        raise ProviderError(
-            "This node cannot clone voices: the engine of the clones' base voice "
-            "is not among VOICE_SERVICE_TTS_ENGINES."
-        )
+    cloner = cloner_for(runtime.engines, runtime.providers)
+    if isinstance(cloner, Provider):
+        return await _clone_at_provider(runtime, cloner, principal, ledger, request, sample, actor)
     analysed = await _analyse(runtime, cloner, ledger, sample)
     return await _record_clone(
         runtime,
@@ -299,7 +292,7 @@ async def delete_voice(
     async with runtime.sessions() as session:
         voice = await get_visible(session, principal.org_id, voice_id)
     remote = (
-        runtime.providers.speaker(voice.engine_voice)
+        remote_speaker(runtime.providers, voice.engine_voice, voice.profile)
         if voice is not None and voice.type == CLONED
         else None
     )

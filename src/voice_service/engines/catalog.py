@@ -1,14 +1,29 @@
-"""The engines a node can run in its own process, as data: each one's name, capability and
-summary. Every name an operator writes (`VOICE_SERVICE_TTS_ENGINES`,
-`VOICE_SERVICE_STT_ENGINES`) is checked against this table; `inference.loaders` loads them.
+"""The engines a node can run in its own process, as data: each one's name, capability,
+summary and module. Every name an operator writes (`VOICE_SERVICE_TTS_ENGINES`,
+`VOICE_SERVICE_STT_ENGINES`) is checked against this table, and `LocalEngine.load` makes the
+engine. Adding an engine is its module, with a `load(options)` function, and a row here.
 Engines on other servers (providers) are the other half: see `voice_service.inference.providers`.
 """
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
+from pathlib import Path
 
 from voice_service.core.vocabulary import Capability
+
+
+@dataclass(frozen=True, slots=True)
+class EngineOptions:
+    """What the operator's settings tell the engines' `load` functions."""
+
+    data_dir: Path  # where packaged models are joined
+    piper_voices_dir: Path | None
+    whisper_model_dir: Path | None
+    whisper_device: str  # cpu, cuda or auto
+    whisper_compute_type: str | None  # None: the device's default
+    pool_size: int  # inference workers, which share the cores
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,27 +34,55 @@ class LocalEngine:
     name: str
     capability: Capability
     summary: str  # what it is, for the settings' help
+    # Imported only when the engine is loaded, so a command that loads none (`voice-service
+    # keys list`) never pays for onnxruntime, CTranslate2 or pyworld.
+    module: str
+
+    def load(self, options: EngineOptions) -> object:
+        """The engine, made by its module's `load(options)`."""
+        made: object = importlib.import_module(self.module).load(options)
+        return made
 
 
 # Best first: the catalogue lists voices in this order, so the first voice of a language
 # is its best.
 LOCAL_ENGINES: tuple[LocalEngine, ...] = (
-    LocalEngine("piper", Capability.TEXT_TO_SPEECH, "neural English; the default clone base"),
+    LocalEngine(
+        "piper",
+        Capability.TEXT_TO_SPEECH,
+        "neural English; the default clone base",
+        "voice_service.engines.piper",
+    ),
     LocalEngine(
         "kokoro",
         Capability.TEXT_TO_SPEECH,
         "neural Spanish, French, Italian, Portuguese; more clone bases",
+        "voice_service.engines.kokoro",
     ),
-    LocalEngine("espeak", Capability.TEXT_TO_SPEECH, "basic voices in 50+ languages"),
+    LocalEngine(
+        "espeak",
+        Capability.TEXT_TO_SPEECH,
+        "basic voices in 50+ languages",
+        "voice_service.engines.espeak",
+    ),
     LocalEngine(
         "whisper",
         Capability.SPEECH_TO_TEXT,
         "faster-whisper, Whisper base by default (WHISPER_MODEL_DIR for another)",
+        "voice_service.engines.whisper",
     ),
 )
 
-# The cloner is not chosen by name: it is loaded whenever the clones' base voice is (see
-# `inference.engines.load_cloner`). Its name labels its work in the metrics.
+
+def local_engine(name: str) -> LocalEngine:
+    """The catalogue's entry `name` (the settings have checked it is one)."""
+    (engine,) = (engine for engine in LOCAL_ENGINES if engine.name == name)
+    return engine
+
+
+# The cloner is not chosen by name: it is loaded whenever the clones' base voice is, with
+# the clone bases every loaded engine offers (see `inference.engines.load_cloner`). Its name
+# labels its work in the metrics.
 CLONER = "world"
 # What the metrics call the local check and decoding of a file a provider transcribes or
 # clones from (the seconds billed are always our decoder's).

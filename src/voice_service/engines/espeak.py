@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import piper
 
+from voice_service.engines.catalog import EngineOptions
 from voice_service.engines.espeak_lock import ESPEAK_LOCK
 from voice_service.engines.protocols import EngineError, EngineVoice, Pcm
 
@@ -157,6 +158,10 @@ def _initialized_library(data_dir: Path) -> tuple[ctypes.CDLL, int]:
     return lib, sample_rate
 
 
+def load(_options: EngineOptions) -> EspeakEngine:
+    return EspeakEngine()
+
+
 class EspeakEngine:
     """espeak-ng voices for the languages in `CATALOGUE`; 22.05 kHz mono output."""
 
@@ -177,6 +182,9 @@ class EspeakEngine:
 
     def voices(self) -> Sequence[EngineVoice]:
         return self._voices
+
+    def clone_bases(self) -> tuple[str, ...]:
+        return ()  # a formant synthesizer's voice is too far from any person's
 
     def synthesize(self, voice_key: str, text: str) -> Pcm:
         if voice_key not in self._keys:

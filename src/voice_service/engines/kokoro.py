@@ -36,6 +36,7 @@ import onnxruntime
 from piper import voice as piper_voice
 from piper.phonemize_espeak import EspeakPhonemizer
 
+from voice_service.engines.catalog import EngineOptions
 from voice_service.engines.espeak_lock import ESPEAK_LOCK
 from voice_service.engines.model_files import write_joined
 from voice_service.engines.onnx_graph import exposing
@@ -167,6 +168,10 @@ def voice_name(style: str, language: Language) -> str:
     """ "Kokoro Kumo (Spanish)" for the style vector "jm_kumo"."""
     speaker = style.split("_", 1)[-1].replace("_", " ").title()
     return f"Kokoro {speaker} ({language.english_name})"
+
+
+def load(options: EngineOptions) -> KokoroEngine:
+    return KokoroEngine(options.data_dir)
 
 
 class KokoroEngine:

@@ -22,6 +22,7 @@ from piper.config import PhonemeType, PiperConfig, SynthesisConfig
 from piper.const import BOS, PAD
 from piper.voice import PiperVoice
 
+from voice_service.engines.catalog import CLONE_BASE_VOICE, EngineOptions
 from voice_service.engines.espeak_lock import ESPEAK_LOCK
 from voice_service.engines.onnx_graph import exposing
 from voice_service.engines.onnx_session import DEFAULT_INTRA_OP_THREADS, session_options
@@ -49,6 +50,11 @@ _CLAUSE_PHONEMES = frozenset(",;:")
 # Whisper heard "Hello from Voice Service." as "Boy Service" in a third of them; figures in
 # the API guide (docs/api.md, Voices). Other voice packs keep their own config's settings.
 PACKAGED_SYNTHESIS = SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0)
+
+
+def load(options: EngineOptions) -> PiperEngine:
+    """The packaged voice and the operator's (`VOICE_SERVICE_PIPER_VOICES_DIR`)."""
+    return PiperEngine(options.piper_voices_dir)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +95,10 @@ class PiperEngine:
 
     def voices(self) -> Sequence[EngineVoice]:
         return self._catalogue
+
+    def clone_bases(self) -> tuple[str, ...]:
+        """The default clone base, Joe, where he is loaded."""
+        return (CLONE_BASE_VOICE,) if CLONE_BASE_VOICE in self._voices else ()
 
     def synthesize(self, voice_key: str, text: str) -> Pcm:
         loaded = self._voices[voice_key]

@@ -73,6 +73,11 @@ class TextToSpeech(Protocol):
         """Speak `text` with the voice `voice_key` (one of `voices()`)."""
         ...
 
+    def clone_bases(self) -> Sequence[str]:
+        """The keys of its voices that clones may be spoken through, converted toward
+        their samples (`inference.engines.load_cloner`); none for most engines."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class Clone:

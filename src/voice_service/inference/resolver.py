@@ -1,5 +1,5 @@
 """Which engine or provider serves a request: the one place that answers "here, or on
-another server?" for every surface (files, live turns, speech)."""
+another server?" for every surface (files, live turns, speech, clones)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from voice_service.core.errors import ProviderError
-from voice_service.engines.protocols import SpeechToText
+from voice_service.engines.protocols import SpeechToText, VoiceCloner
 from voice_service.inference.engines import Engines
 from voice_service.inference.providers.provider import Provider
 from voice_service.inference.providers.table import Providers, ProviderVoice
 
+NO_CLONER = (
+    "This node cannot clone voices: the engine of the clones' base voice "
+    "is not among VOICE_SERVICE_TTS_ENGINES."
+)
 NO_TRANSCRIBER = (
     "This node has no transcription engine: VOICE_SERVICE_STT_ENGINES is empty and "
     "no provider transcribes."
@@ -59,3 +63,14 @@ def remote_speaker(
     """The provider that speaks a voice (a clone made there too), if one does; None when
     this node's engines speak it (a clone made here has its `profile`)."""
     return providers.speaker(voice_key) if profile is None else None
+
+
+def cloner_for(engines: Engines, providers: Providers) -> VoiceCloner | Provider:
+    """Who makes a clone: the first provider that clones, else this node's cloner. Raises
+    ProviderError when there is neither."""
+    provider = providers.cloner()
+    if provider is not None:
+        return provider
+    if engines.cloner is None:
+        raise ProviderError(NO_CLONER)
+    return engines.cloner
