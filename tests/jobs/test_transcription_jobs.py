@@ -181,9 +181,14 @@ async def test_cancel_bills_nothing_and_frees_the_held_units(
     capped = await tenants.add_key(tenant, monthly_units=10_000)
     # No worker takes it: the job waits, queued.
     await app.state.context.jobs.stop()
-    job = (await submit(client, capped, wav_bytes(one_recording()))).json()
+    accepted = await submit(client, capped, wav_bytes(one_recording()))
+    job = accepted.json()
+    units = -(-int(job["duration_seconds"] * 1000) // 1000)
     holds = await tenants.run(lambda s: s.scalars(select(UnitHold)))
-    assert [h.units for h in holds] == [-(-int(job["duration_seconds"] * 1000) // 1000)]
+    assert [h.units for h in holds] == [units]
+    # Held through the request's ledger, as every request holds units: the answer says what
+    # the cap leaves once the job is billed.
+    assert accepted.headers["X-Units-Remaining"] == str(10_000 - units)
     cancelled = await client.delete(f"/transcription-jobs/{job['id']}", headers=tenant.headers)
     assert cancelled.status_code == 200, cancelled.text
     assert cancelled.json()["status"] == "cancelled"

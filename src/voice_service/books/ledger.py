@@ -6,7 +6,8 @@ clone's voice) before its answer starts (spec rules 2 and 3). A failure, a clien
 and a stream cut off are logged with what happened and billed nothing.
 
 A `Ledger` is opened for each request by the middleware (or, for a request the app never
-saw, by the server protocol) and handed to handlers as a typed dependency. Whoever learns
+saw, by the server protocol), carried in its scope (`web/ledgers.py`) and handed to
+handlers as a typed dependency. Whoever learns
 how the request ended tells it, once:
 
 - `billed(charge)`: a success's transaction; leaving it commits the usage row and the log
@@ -28,20 +29,18 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
 
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
-from starlette.requests import HTTPConnection
-from starlette.types import Scope
 
+from voice_service.books.idempotency.answers import KeyHold, SentAnswer
 from voice_service.books.requestlog.repository import LogEntry, insert_entries
 from voice_service.books.requestlog.writer import RequestLogWriter
-from voice_service.books.usage.caps import Held, drop_hold, hold_units
 from voice_service.books.usage.charge import Charge
+from voice_service.books.usage.holds import CapHold
 from voice_service.books.usage.repository import record_usage
 from voice_service.core.errors import ApiError, ClientClosedRequest, InternalError
 from voice_service.core.ids import new_id
@@ -56,51 +55,6 @@ logger = logging.getLogger(__name__)
 MAX_LOGGED_PATH = 2048  # the column's width: a longer path must not cost the row
 # What an unreachable or silent database or Redis raises (sockets, timeouts, the pool).
 OUTAGES = (OSError, TimeoutError, OperationalError, InterfaceError, PoolTimeout)
-_SCOPE_KEY = "ledger"
-
-
-class KeyHold(Protocol):
-    """What the ledger needs of the Idempotency-Key a request runs (idempotency/keys.py
-    holds one): whether an earlier run was billed, marking it billed in the success's
-    transaction, and keeping or releasing the answer once sent."""
-
-    billed_before: bool
-    max_bytes: int  # the largest answer kept
-
-    async def billed(self, session: AsyncSession) -> None: ...
-
-    async def finish(
-        self, status: int, error_code: str | None, sent: SentAnswer | None
-    ) -> None: ...
-
-
-@dataclass(slots=True)
-class SentAnswer:
-    """What the response sent, as the middleware saw it go out: its body up to `max_bytes`
-    (past them only that it was `too_large`, so a huge answer is never held twice)."""
-
-    status: int
-    content_type: str | None
-    max_bytes: int
-    body: bytearray = field(default_factory=bytearray)
-    complete: bool = False  # the last body message went out
-    too_large: bool = False
-
-    def add(self, chunk: bytes, *, more: bool) -> None:
-        if not self.too_large:
-            self.body += chunk
-            if len(self.body) > self.max_bytes:
-                self.too_large = True
-                self.body = bytearray()
-        self.complete = not more
-
-    def will_not_fit(self, content_length: str | None) -> bool:
-        """The answer declares a length past `max_bytes`: its key will be released."""
-        return (
-            content_length is not None
-            and content_length.isdigit()
-            and (int(content_length) > self.max_bytes)
-        )
 
 
 @dataclass(slots=True)
@@ -121,7 +75,7 @@ class Ledger:
 
     __slots__ = (
         "_error_code",
-        "_held",
+        "_hold",
         "_key",
         "_replayed",
         "_resource_id",
@@ -157,7 +111,7 @@ class Ledger:
         self.principal: Principal | None = None
         self.quota: Quota | None = None  # the rate limit's state, for the response headers
         self._error_code: str | None = None
-        self._held: Held | None = None  # units held against a monthly cap
+        self._hold = CapHold(books.sessions, books.clock, self.request_id)
         self._key: KeyHold | None = None  # the Idempotency-Key this request runs
         self._replayed = False  # answered with a key's stored answer
         self._resource_id: str | None = None
@@ -165,18 +119,7 @@ class Ledger:
         self._settled = False  # its row is written (or being written)
         self._streaming = False  # a stream writes its row when it ends
 
-    # --- carried with the request ---------------------------------------------------------
-
-    def attach(self, scope: Scope) -> None:
-        scope.setdefault("state", {})[_SCOPE_KEY] = self
-
-    @staticmethod
-    def of(connection: HTTPConnection | Scope) -> Ledger:
-        """The ledger the middleware opened for this request."""
-        scope = connection.scope if isinstance(connection, HTTPConnection) else connection
-        ledger = scope["state"][_SCOPE_KEY]
-        assert isinstance(ledger, Ledger)
-        return ledger
+    # --- what the request is -------------------------------------------------------------
 
     def made(self, resource_id: str) -> None:
         """The request made this (a job), which its row names."""
@@ -199,24 +142,29 @@ class Ledger:
     @property
     def units_held(self) -> int:
         """What `hold` holds for the request now (0 if nothing)."""
-        return 0 if self._held is None else self._held.units
+        return self._hold.units
 
     @property
     def units_remaining(self) -> int | None:
         """What the tightest monthly cap leaves once this request is billed; None if no cap
         applies (or nothing was held)."""
-        return None if self._held is None else self._held.remaining
+        return self._hold.remaining
 
     async def hold(self, units: int) -> None:
         """Before any work: hold `units` against the key's and its organization's monthly
         caps, or raise `RateLimited` saying which one they would pass."""
-        principal = self.principal
-        assert principal is not None, "only an admitted request holds units"
-        if not principal.capped:
-            return
-        async with transaction(self.books.sessions) as session:
-            held = await hold_units(session, principal, self.request_id, units, self.books.clock())
-        self._held = held
+        assert self.principal is not None, "only an admitted request holds units"
+        await self._hold.hold(self.principal, units)
+
+    async def hold_for_job(self, session: AsyncSession, units: int, lasts_until: datetime) -> None:
+        """In the transaction that adds a job: its units held until `lasts_until`, by the
+        job from then on (`job_took_hold`)."""
+        assert self.principal is not None, "only an admitted request holds units"
+        await self._hold.hold_in(session, self.principal, units, lasts_until)
+
+    def job_took_hold(self) -> None:
+        """The job the request added has committed: the request's answer leaves its hold."""
+        self._hold.hand_over()
 
     # --- idempotency ---------------------------------------------------------------------
 
@@ -340,8 +288,7 @@ class Ledger:
             yield session
             if bytes_sent is None and self.client_gone.is_set():
                 raise ClientClosedRequest()
-            if self._held is not None:
-                await drop_hold(session, self.request_id)  # the usage row counts instead
+            await self._hold.drop_in(session)  # the usage row counts instead
             # A run of a key's request after a node died mid-way is billed only if the
             # first run was not.
             bills = self._key is None or not self._key.billed_before
@@ -362,7 +309,7 @@ class Ledger:
         """The request's one line and row, durable (in the database, or the spool while the
         database cannot take it); a row that fits neither costs only itself."""
         self._settled, self._status = True, status
-        await self._release_hold()
+        await self._hold.release()
         entry = self._entry(status, error_code, bytes_sent)
         key_prefix = self.principal.key_prefix if self.principal else None
         request_log = self.books.request_log
@@ -372,17 +319,6 @@ class Ledger:
         except Exception:
             # The caller still gets its answer; the operator gets the failure in the logs.
             logger.exception("could not write request log row %s", self.request_id)
-
-    async def _release_hold(self) -> None:
-        """Units held for a request that was not billed count no more; should that fail,
-        the hold stops counting after its lifetime."""
-        if self._held is None:
-            return
-        try:
-            async with transaction(self.books.sessions) as session:
-                await drop_hold(session, self.request_id)
-        except Exception as exc:
-            logger.error("could not drop the unit hold of %s: %r", self.request_id, exc)
 
     def _entry(self, status: int, error_code: str | None, bytes_sent: int | None) -> LogEntry:
         principal = self.principal

@@ -7,7 +7,6 @@ from pathlib import Path
 from fastapi import APIRouter, FastAPI, Request, Response
 from fastapi.staticfiles import StaticFiles
 
-from voice_service.books.ledger import Ledger
 from voice_service.console import jobs, keys, request_log, root, sign_in, usage, voices, webhooks
 from voice_service.console.auth import PageNotFound, SignInRequired
 from voice_service.console.pages import CONSOLE_PREFIX, redirect, render
@@ -15,6 +14,7 @@ from voice_service.console.previews import Previews
 from voice_service.console.security import CsrfRefused
 from voice_service.core.errors import ApiError
 from voice_service.web.error_handlers import error_response
+from voice_service.web.ledgers import ledger_of
 
 STATIC_DIR = Path(__file__).parent / "static"
 
@@ -36,7 +36,7 @@ def install_console(app: FastAPI) -> None:
         return _error_page(request, 404, "Page not found", "There is nothing here.")
 
     async def on_csrf(request: Request, _exc: Exception) -> Response:
-        Ledger.of(request).failed("CSRF_REFUSED")
+        ledger_of(request).failed("CSRF_REFUSED")
         return _error_page(
             request,
             403,
@@ -51,7 +51,7 @@ def install_console(app: FastAPI) -> None:
         wants_json = "application/json" in request.headers.get("accept", "")
         if not request.url.path.startswith(f"{CONSOLE_PREFIX}/") or wants_json:
             return error_response(request, exc)
-        Ledger.of(request).failed(exc.code)  # for the request log
+        ledger_of(request).failed(exc.code)  # for the request log
         page = _error_page(request, exc.status, "Something went wrong", exc.message)
         page.headers.update(exc.headers)  # Retry-After of a 429, among others
         return page

@@ -10,7 +10,6 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Depends, Request, Response
 from pydantic import ValidationError
 
-from voice_service.books.ledger import Ledger
 from voice_service.cloning.schemas import MAX_DESCRIPTION_LENGTH, MAX_NAME_LENGTH
 from voice_service.cloning.service import (
     MIN_SPEECH_SECONDS,
@@ -36,6 +35,7 @@ from voice_service.tenancy.console_sessions import SignedIn
 from voice_service.voices.listing import voices_of
 from voice_service.voices.service import find_clone, visible_voice
 from voice_service.web.deps import Context
+from voice_service.web.ledgers import ledger_of
 from voice_service.web.uploads import receive_audio_upload
 
 router = APIRouter()
@@ -148,7 +148,7 @@ async def preview(
     voice = await visible_voice(context, org.id, voice_id)
     if voice is None:
         raise PageNotFound()
-    audio = await previews.get(context, voice, Ledger.of(request))
+    audio = await previews.get(context, voice, ledger_of(request))
     return Response(audio, media_type="audio/mpeg", headers={"Cache-Control": "private"})
 
 
@@ -164,7 +164,7 @@ async def try_it(
         body = SpeechRequest(text=str(form.get("text", "")), voice_id=str(form.get("voice_id", "")))
     except ValidationError as exc:
         raise InvalidRequest(describe_errors(exc.errors())) from None
-    audio = await synthesize_speech(context, principal, Ledger.of(request), body)
+    audio = await synthesize_speech(context, principal, ledger_of(request), body)
     return Response(audio, media_type="audio/mpeg")
 
 
@@ -183,10 +183,10 @@ async def clone_action(
             principal = await act_for_org(request, context, org, Service.CLONING)
             actor = Actor(user, client_ip(request))
             voice = await clone_voice(
-                context, principal, Ledger.of(request), clone, upload.path, actor
+                context, principal, ledger_of(request), clone, upload.path, actor
             )
     except ApiError as exc:
-        Ledger.of(request).failed(exc.code)
+        ledger_of(request).failed(exc.code)
         form = {k: fields.get(k, "") for k in ("name", "description")}
         return await _voices_page(
             request, context, user, org, status=exc.status, error=exc.message, form=form

@@ -20,7 +20,6 @@ from voice_service.audio.decode import measuring
 from voice_service.audio.formats import AcceptedAudio, identify_audio
 from voice_service.audio.policy import NATIVE_POLICY, audio_errors_as_api_errors
 from voice_service.books.ledger import Ledger
-from voice_service.books.usage.caps import drop_hold, hold_units
 from voice_service.core.errors import InvalidRequest, PayloadTooLarge
 from voice_service.core.ids import new_id
 from voice_service.core.models import TranscriptionJob
@@ -141,20 +140,15 @@ async def _submit(
     principal = _principal(ledger)
     duration = await _measured(runtime, ledger, audio.path)
     units = billed_seconds(duration)
-    clock = runtime.books.clock
-    if principal.capped:  # refused before a GiB is stored
-        async with transaction(runtime.sessions) as session:
-            await hold_units(session, principal, ledger.request_id, units, clock())
+    await ledger.hold(units)  # refused before a GiB is stored
     job_id = new_id("job")
     name = AUDIO_PREFIX + job_id
     try:
         await runtime.blobs.put_file(name, audio.path)
         async with transaction(runtime.sessions) as session:
-            now = clock()
-            if principal.capped:  # the same hold, now for as long as the job lasts
-                await hold_units(
-                    session, principal, ledger.request_id, units, now, now + HOLD_LIFETIME
-                )
+            now = runtime.books.clock()
+            # The same hold, now for as long as the job lasts.
+            await ledger.hold_for_job(session, units, now + HOLD_LIFETIME)
             job = TranscriptionJob(
                 id=job_id,
                 org_id=principal.org_id,
@@ -177,20 +171,14 @@ async def _submit(
             lease = runtime.settings.job_lease_seconds
             await queue.enqueue_in(session, queued_job(job_id, lease))
     except BaseException:
-        await _forget(runtime, name, ledger.request_id, principal.capped)
+        # A submission that did not commit: its audio goes (best effort: what is left is
+        # swept), and its hold with the request's unbilled answer.
+        with contextlib.suppress(Exception):
+            await runtime.blobs.drop_file(name)
         raise
+    ledger.job_took_hold()
     ledger.made(job_id)
     return job
-
-
-async def _forget(runtime: Runtime, name: str, request_id: str, held: bool) -> None:
-    """Undo a submission that did not commit (best effort: what is left is swept)."""
-    with contextlib.suppress(Exception):
-        await runtime.blobs.drop_file(name)
-    if held:
-        with contextlib.suppress(Exception):
-            async with transaction(runtime.sessions) as session:
-                await drop_hold(session, request_id)
 
 
 async def _measured(runtime: Runtime, ledger: Ledger, audio: Path) -> Fraction:

@@ -34,6 +34,7 @@ from voice_service.tenancy.principal import Principal
 from voice_service.web.context import AppContext
 from voice_service.web.deps import authenticate_secret, check_scope
 from voice_service.web.key_watch import CutOff, key_watched
+from voice_service.web.ledgers import attach_ledger
 
 T = TypeVar("T")
 
@@ -100,7 +101,7 @@ async def serve_session(
     what it used. A session that fails unexpectedly is logged and bills nothing."""
     context: AppContext = websocket.app.state.context
     ledger = Ledger(context.books, "GET", websocket.url.path)
-    ledger.attach(websocket.scope)
+    attach_ledger(websocket.scope, ledger)
     channel = Channel(websocket)
     try:
         principal = await authenticate_secret(websocket, context, _secret(websocket))

@@ -17,6 +17,7 @@ from voice_service.tenancy.keys import looks_like_secret
 from voice_service.tenancy.principal import Principal, find_principal
 from voice_service.web.context import AppContext
 from voice_service.web.idempotency import claim_idempotency_key
+from voice_service.web.ledgers import ledger_of
 
 # auto_error=False: a missing header must become our 401 envelope, not FastAPI's 403.
 _bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer vs_...`")
@@ -63,7 +64,7 @@ async def admit(connection: HTTPConnection, context: AppContext, principal: Prin
     """Let a resolved key's request in: it is logged as its organization's from here on,
     refused while the organization or account is suspended, and counted against its rate
     limit. The console's requests for a user come through here too (console/acting.py)."""
-    await admit_to(Ledger.of(connection), context, principal)
+    await admit_to(ledger_of(connection), context, principal)
 
 
 async def admit_to(ledger: Ledger, context: AppContext, principal: Principal) -> None:
@@ -113,7 +114,7 @@ UsageReader = Annotated[Principal, Depends(require(Scope.USAGE_READ))]
 
 
 async def get_ledger(request: Request) -> Ledger:
-    return Ledger.of(request)
+    return ledger_of(request)
 
 
 RequestLedger = Annotated[Ledger, Depends(get_ledger)]

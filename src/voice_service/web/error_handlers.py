@@ -11,7 +11,6 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from voice_service.books.idempotency.keys import REPLAYED_HEADER, StoredAnswer
-from voice_service.books.ledger import Ledger
 from voice_service.core.errors import (
     STATUS_ERRORS,
     ApiError,
@@ -20,11 +19,12 @@ from voice_service.core.errors import (
     envelope_bytes,
     first_field,
 )
+from voice_service.web.ledgers import ledger_of
 from voice_service.web.schemas import not_json_hint
 
 
 def error_response(request: Request, error: ApiError) -> Response:
-    ledger = Ledger.of(request)
+    ledger = ledger_of(request)
     ledger.failed(error.code)
     return Response(
         envelope_bytes(error, ledger.request_id, request.url.path),
@@ -80,7 +80,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def on_stored_answer(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StoredAnswer)
-        Ledger.of(request).replay(exc.error_code)
+        ledger_of(request).replay(exc.error_code)
         return Response(
             exc.body,
             status_code=exc.status,

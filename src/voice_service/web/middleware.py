@@ -12,8 +12,9 @@ from starlette.datastructures import MutableHeaders
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from voice_service.books.idempotency.answers import SentAnswer
 from voice_service.books.idempotency.keys import RELEASED_HEADER
-from voice_service.books.ledger import Books, Ledger, SentAnswer, log_failure
+from voice_service.books.ledger import Books, Ledger, log_failure
 from voice_service.books.usage.caps import UNITS_REMAINING
 from voice_service.core.errors import (
     ApiError,
@@ -25,6 +26,7 @@ from voice_service.core.errors import (
     envelope_bytes,
 )
 from voice_service.core.vocabulary import megabytes
+from voice_service.web.ledgers import attach_ledger, ledger_of
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +50,7 @@ class RequestContextMiddleware:
             await self.app(scope, receive, send)
             return
         ledger = Ledger(self.books, scope["method"], scope["path"])
-        ledger.attach(scope)
+        attach_ledger(scope, ledger)
         response_started = False
         presence = ClientPresence(receive, ledger.client_gone)
         sent: SentAnswer | None = None  # kept for the request's Idempotency-Key
@@ -180,7 +182,7 @@ class RequestBodyMiddleware:
         max_bytes, advertised_bytes = self.larger.get(scope["path"], self.limit)
         declared = _content_length(scope)
         if declared is not None and declared > max_bytes:
-            ledger = Ledger.of(scope)
+            ledger = ledger_of(scope)
             ledger.failed(PayloadTooLarge.code)
             error = _too_large(advertised_bytes)
             await send_json_error(send, error, ledger.request_id, scope["path"])
@@ -225,7 +227,7 @@ class RepeatedQueryMiddleware:
         if scope["type"] == "http":
             repeated = _repeated_name(scope["query_string"].decode("latin-1"))
             if repeated is not None:
-                ledger = Ledger.of(scope)
+                ledger = ledger_of(scope)
                 error = InvalidRequest(
                     f"The query names {repeated!r} more than once; give it one value.",
                     param=repeated,

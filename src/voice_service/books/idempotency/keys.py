@@ -24,7 +24,7 @@ from datetime import datetime
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from voice_service.books.idempotency import repository
-from voice_service.books.ledger import SentAnswer
+from voice_service.books.idempotency.answers import SentAnswer
 from voice_service.kit.blobs import BlobStore
 from voice_service.kit.db import transaction
 
