@@ -68,3 +68,22 @@ def test_servers_surfaces_open_no_session(surface: str) -> None:
         if re.search(r"\bsessions\(\)|\btransaction\(", line)
     ]
     assert not opened, "a surface opens a session; call a service instead:\n" + "\n".join(opened)
+
+
+# The suites that are not one package's, and why (docs/architecture.md says the same).
+APART = {
+    "helpers": "what the tests share",
+    "cluster": "nodes of a cluster, killed and cut off, across every package",
+    "live": "a real server in the test process, driven by SDKs and read as streams",
+    "bench": "the benchmark harness beside src/, not a package of it",
+}
+ROOT_MODULES = {"test_architecture.py", "test_readme_examples.py"}  # the house and its docs
+
+
+def test_the_tests_mirror_the_packages() -> None:
+    packages = {room.rstrip("/") for room in _rooms() if room.endswith("/")}
+    suites = {path.name for path in (ROOT / "tests").iterdir() if path.is_dir()}
+    suites.discard("__pycache__")
+    assert suites - packages - set(APART) == set()
+    loose = {path.name for path in (ROOT / "tests").glob("test_*.py")}
+    assert loose == ROOT_MODULES, "a package's tests go in tests/<package>/"

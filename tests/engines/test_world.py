@@ -15,8 +15,8 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 import pyworld
-from tests.helpers.speech_clips import ENGLISH_TEXTS, english_speech, espeak_speech, silence, tone
 
+from tests.helpers.speech_clips import ENGLISH_TEXTS, english_speech, espeak_speech, silence, tone
 from voice_service.engines.catalog import CLONE_BASE_VOICE
 from voice_service.engines.kokoro import ALLOWED, KokoroEngine, clone_base_key
 from voice_service.engines.kokoro import SAMPLE_RATE as KOKORO_RATE

@@ -3,7 +3,7 @@
 Only Typer and the standard library are imported here, and the command modules import the
 rest inside each command: `voice-service --help` and an admin command then start without
 SQLAlchemy, Alembic, pydantic or uvicorn where they do not use them (the test's list is in
-tests/test_cli_imports.py). The database is reached through `run_work`, which imports it."""
+tests/cli/test_cli_imports.py). The database is reached through `run_work`, which imports it."""
 
 from __future__ import annotations
 

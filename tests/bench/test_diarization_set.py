@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from bench import diarization_set
 from bench.diarization_set import (
     DEVELOPMENT,
     HELD_OUT,
@@ -24,6 +23,8 @@ from bench.diarization_set import (
     voice_clips,
 )
 from bench.recordings import SAMPLE_RATE, SpeechDataMissingError
+
+from bench import diarization_set
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench import tts_quality
-
 from voice_service.engines.protocols import EngineVoice
 
 
