@@ -11,6 +11,7 @@ from typing import Any
 
 from fastapi import APIRouter, FastAPI
 
+from voice_service.accounts.password_checks import PasswordChecks
 from voice_service.api.cloning import router as cloning_router
 from voice_service.api.request_log import router as requests_router
 from voice_service.api.speech import router as speech_router
@@ -53,7 +54,6 @@ from voice_service.realtime.routes import openai_router as realtime_openai_route
 from voice_service.settings import Settings
 from voice_service.tenancy.cache import FreshCache, TenancyWatcher
 from voice_service.tenancy.keys import SecretHasher, load_pepper
-from voice_service.tenancy.password_checks import PasswordChecks
 from voice_service.voices.listing import VoiceListing
 from voice_service.voices.repository import list_catalogue, sync_catalogue
 from voice_service.web.context import AppContext

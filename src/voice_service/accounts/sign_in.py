@@ -11,6 +11,7 @@ from datetime import timedelta
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from voice_service.accounts import throttle
+from voice_service.accounts.password_checks import ChecksBusy, PasswordChecks
 from voice_service.core.models import Account, User, utcnow
 from voice_service.kit.db import transaction
 from voice_service.runtime import Runtime
@@ -21,7 +22,6 @@ from voice_service.tenancy.console_sessions import (
     find_session,
     start_session,
 )
-from voice_service.tenancy.password_checks import ChecksBusy, PasswordChecks
 from voice_service.tenancy.service import SUSPENDED
 from voice_service.tenancy.users import DISABLED, find_by_email
 

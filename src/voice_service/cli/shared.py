@@ -3,7 +3,8 @@
 Only Typer and the standard library are imported here, and the command modules import the
 rest inside each command: `voice-service --help` and an admin command then start without
 SQLAlchemy, Alembic, pydantic or uvicorn where they do not use them (the test's list is in
-tests/cli/test_cli_imports.py). The database is reached through `run_work`, which imports it."""
+tests/cli/test_cli_imports.py). The database is reached through `run_work`, which imports it
+(`store.py`)."""
 
 from __future__ import annotations
 
@@ -40,11 +41,31 @@ MonthlyUnits = Annotated[
 
 
 def run_work(work: Callable[[AsyncSession], Awaitable[T]], *, create: bool = False) -> T:
-    """Run one unit of work against the configured database, migrated first. Only `serve`
-    may `create` it: elsewhere a missing database is a data dir mistaken for another."""
-    from voice_service.cli import database
+    """Run one unit of work against the configured database, migrated first (`store.py`),
+    its failures told as one line. Only `serve` may `create` it: elsewhere a missing
+    database is a data dir mistaken for another."""
+    import asyncio
 
-    return database.run_work(work, create=create)
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from voice_service import store
+    from voice_service.kit.cluster import ClusterMismatch
+    from voice_service.settings import Settings
+    from voice_service.tenancy.service import UnknownId
+
+    settings = Settings()
+    try:
+        return asyncio.run(store.run_work(settings, work, create=create))
+    except store.NoDatabase as exc:
+        refuse(str(exc))
+    except UnknownId as exc:
+        # A CLI pointed at another database than the service's: say which one it read.
+        refuse(f"{str(exc).rstrip('.')} in {store.database_named(settings)}.")
+    except (ClusterMismatch, ValueError) as exc:
+        refuse(str(exc.args[0] if exc.args else exc))
+    except (OSError, SQLAlchemyError) as exc:
+        # A database server that is down, unreachable or refuses us: one line, no traceback.
+        refuse(f"cannot use {store.database_named(settings)}: {store.cause(exc)}")
 
 
 def refuse(message: str) -> NoReturn:

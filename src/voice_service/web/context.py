@@ -6,13 +6,13 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
+from voice_service.accounts.password_checks import PasswordChecks
 from voice_service.books.requestlog.writer import RequestLogWriter
 from voice_service.jobs.worker import JobWorkers
 from voice_service.kit.ratelimit import RateLimiter
 from voice_service.runtime import Runtime
 from voice_service.tenancy.cache import FreshCache, TenancyWatcher
 from voice_service.tenancy.keys import SecretHasher
-from voice_service.tenancy.password_checks import PasswordChecks
 from voice_service.tenancy.principal import Principal
 from voice_service.voices.listing import VoiceListing
 from voice_service.webhooks.worker import DeliveryWorkers
