@@ -8,16 +8,15 @@ from dataclasses import dataclass, replace
 
 from voice_service.audio.policy import NATIVE_POLICY
 from voice_service.core.errors import InvalidRequest
-from voice_service.core.models import SigningSecret
 from voice_service.core.vocabulary import UsageEndpoint
 from voice_service.engines.diarization import SpeakerHints
 from voice_service.runtime import Runtime
 from voice_service.transcription.fields import flag, speaker_hints, word_timestamps
 from voice_service.transcription.known_speakers import Clip, known_voices, named_people
 from voice_service.transcription.service import known_languages, parse_language
+from voice_service.webhooks.endpoints import signing_secret
+from voice_service.webhooks.schemas import MAX_URL_LENGTH
 from voice_service.webhooks.service import checked_url
-
-MAX_URL_LENGTH = 2048
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,11 +86,10 @@ async def _webhook_url(runtime: Runtime, org_id: str, url: str | None) -> str | 
             f"webhook_url: at most {MAX_URL_LENGTH} characters.", param="webhook_url"
         )
     await checked_url(runtime.settings.outbound_allowed, url, param="webhook_url")
-    async with runtime.sessions() as session:
-        if await session.get(SigningSecret, org_id) is None:
-            raise InvalidRequest(
-                "webhook_url: the organization has no signing secret to sign its deliveries "
-                "with; create it first (POST /api/v1/webhooks/signing-secret).",
-                param="webhook_url",
-            )
+    if await signing_secret(runtime, org_id) is None:
+        raise InvalidRequest(
+            "webhook_url: the organization has no signing secret to sign its deliveries "
+            "with; create it first (POST /api/v1/webhooks/signing-secret).",
+            param="webhook_url",
+        )
     return url

@@ -151,11 +151,15 @@ async def new_signing_secret(runtime: Runtime, org_id: str) -> SigningSecret:
 
 async def get_signing_secret(runtime: Runtime, org_id: str) -> SigningSecret:
     """The organization's signing secret, or NotFound."""
-    async with runtime.sessions() as session:
-        found = await session.get(SigningSecret, org_id)
+    found = await signing_secret(runtime, org_id)
     if found is None:
         raise NotFound("The organization has no signing secret; POST one.")
     return found
+
+
+async def signing_secret(runtime: Runtime, org_id: str) -> SigningSecret | None:
+    async with runtime.sessions() as session:
+        return await session.get(SigningSecret, org_id)
 
 
 def _check_description(description: str | None) -> None:
