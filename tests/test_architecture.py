@@ -13,7 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "voice_service"
 MAP = (ROOT / "docs" / "architecture.md").read_text()
-SERVER_SURFACES = ("api", "openai_api", "console", "realtime", "wyoming")
+SERVER_SURFACES = ("api", "openai_api", "console", "realtime", "wyoming", "web")
 
 
 def _layers() -> list[str]:

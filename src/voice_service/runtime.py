@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from voice_service.books.ledger import Books
@@ -33,6 +34,12 @@ class Runtime:
     # Set by the lifespan once models are loaded and this process's directory claimed.
     engines: Engines | None = None
     workdir: ProcessDir | None = None
+
+    async def database_answers(self) -> bool:
+        """The database takes a connection and answers a query (raises if not)."""
+        async with self.db.connect() as connection:
+            await connection.execute(text("SELECT 1"))
+        return True
 
     @property
     def uploads_dir(self) -> Path:

@@ -177,7 +177,7 @@ def _claim(
 
     async def claim() -> None:
         if key is not None:
-            await claim_idempotency_key(request, context, ledger, principal, key, digest)
+            await claim_idempotency_key(request, context, ledger, key, digest)
 
     return claim
 

@@ -14,7 +14,7 @@ from voice_service.books.ledger import Ledger
 from voice_service.core.errors import AccountSuspended, InvalidApiKey, ServiceDisabled
 from voice_service.core.vocabulary import Scope, Service
 from voice_service.tenancy.keys import looks_like_secret
-from voice_service.tenancy.principal import Principal, find_principal
+from voice_service.tenancy.principal import Principal, principal_of_secret
 from voice_service.web.context import AppContext
 from voice_service.web.idempotency import claim_idempotency_key
 from voice_service.web.ledgers import ledger_of
@@ -49,11 +49,9 @@ async def authenticate_secret(
         raise InvalidApiKey()
     secret_hash = context.hasher.hash(secret)
 
-    async def load() -> Principal | None:
-        async with context.sessions() as session:
-            return await find_principal(session, secret_hash)
-
-    principal = await context.principals.get(secret_hash, load)
+    principal = await context.principals.get(
+        secret_hash, lambda: principal_of_secret(context.sessions, secret_hash)
+    )
     if principal is None:
         raise InvalidApiKey()
     await admit(connection, context, principal)
@@ -136,7 +134,7 @@ async def idempotency_key(
 ) -> None:
     if key is not None:
         assert ledger.principal is not None, "declared after the route's key check"
-        await claim_idempotency_key(request, context, ledger, ledger.principal, key)
+        await claim_idempotency_key(request, context, ledger, key)
 
 
 # Declared after a route's key check (dependencies resolve in order): claims the request's

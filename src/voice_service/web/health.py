@@ -8,7 +8,6 @@ from typing import Any, TypeVar
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
-from sqlalchemy import text
 
 from voice_service.kit.ratelimit import DEGRADED_WARNING
 from voice_service.kit.waiting import wait_at_most
@@ -36,7 +35,7 @@ async def readyz(context: Context) -> JSONResponse:
     per-process windows) with a warning. The inference queues (waiting and running, per
     capability) and the providers' replicas inform."""
     database, _ = await asyncio.gather(
-        _within(CHECK_SECONDS, _database_answers(context)),
+        _within(CHECK_SECONDS, context.database_answers()),
         _within(CHECK_SECONDS, context.limiter.check()),  # notices a Redis outage
     )
     checks = {"engines": context.engines is not None, "database": database is True}
@@ -71,12 +70,6 @@ def _inference_served(context: AppContext) -> bool:
     ):
         if offered_there and not local and not any(p.replicas.can_serve for p in offered_there):
             return False
-    return True
-
-
-async def _database_answers(context: AppContext) -> bool:
-    async with context.db.connect() as connection:
-        await connection.execute(text("SELECT 1"))
     return True
 
 

@@ -17,14 +17,20 @@ lapses and a retry runs the request again, billing it only if the first run was 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import time
 from collections.abc import Callable
 from datetime import datetime
 
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from voice_service.books.idempotency import repository
 from voice_service.books.idempotency.answers import SentAnswer
+from voice_service.books.ledger import Ledger
+from voice_service.core.errors import ClientClosedRequest, IdempotencyKeyInUse, InvalidRequest
+from voice_service.core.models import IdempotencyEntry
 from voice_service.kit.blobs import BlobStore
 from voice_service.kit.db import transaction
 
@@ -35,6 +41,7 @@ REPLAYED_HEADER = "Idempotent-Replayed"
 RELEASED_HEADER = "Idempotency-Key-Released"  # the answer is too large to keep
 RENEW_SECONDS = repository.LEASE.total_seconds() / 3
 NOT_KEPT = frozenset({408, 409, 429, 499})  # answers a retry should not get again
+POLL_SECONDS = 0.2  # how often a retry looks whether the first request has finished
 
 
 def keeps(status: int) -> bool:
@@ -135,3 +142,80 @@ class HeldKey:
 
 def answer_name(org_id: str, request_id: str) -> str:
     return f"{org_id}/{request_id}"
+
+
+async def claim_key(
+    sessions: async_sessionmaker[AsyncSession],
+    store: BlobStore,
+    clock: Callable[[], datetime],
+    ledger: Ledger,
+    key: str,
+    digest: str,
+    *,
+    max_bytes: int,
+    wait_seconds: float,
+) -> None:
+    """Claim `key` of the ledger's organization for its request, whose fingerprint is
+    `digest`; or raise `StoredAnswer` with the key's first answer, after waiting up to
+    `wait_seconds` for it if its request still runs."""
+    principal = ledger.principal
+    assert principal is not None, "a key is claimed after the request's key check"
+    org_id = principal.org_id
+    give_up = time.monotonic() + wait_seconds
+    while True:
+        outcome = await _claim(sessions, org_id, key, digest, ledger.request_id, clock())
+        if isinstance(outcome, repository.Claimed):
+            if outcome.stale_answer is not None:
+                with contextlib.suppress(Exception):  # an orphan costs only storage
+                    await store.drop_answer(answer_name(org_id, outcome.stale_answer))
+            ledger.hold_key(
+                HeldKey(
+                    sessions,
+                    store,
+                    clock,
+                    org_id,
+                    key,
+                    ledger.request_id,
+                    billed_before=outcome.billed,
+                    max_bytes=max_bytes,
+                )
+            )
+            return
+        if isinstance(outcome, repository.Mismatch):
+            raise InvalidRequest(
+                f"{HEADER}: this key was used in the last 24 hours with a different request "
+                "(method, path or body); use a new key for a new request.",
+                param=HEADER,
+            )
+        if isinstance(outcome, repository.Done):
+            raise await _stored(store, outcome.entry)
+        # Its first request is still running: wait for its answer.
+        if time.monotonic() >= give_up:
+            raise IdempotencyKeyInUse()
+        if ledger.client_gone.is_set():
+            raise ClientClosedRequest()
+        await asyncio.sleep(POLL_SECONDS)
+
+
+async def _claim(
+    sessions: async_sessionmaker[AsyncSession],
+    org_id: str,
+    key: str,
+    digest: str,
+    request_id: str,
+    now: datetime,
+) -> repository.Claim:
+    try:
+        async with transaction(sessions) as session:
+            return await repository.claim(session, org_id, key, digest, request_id, now)
+    except IntegrityError:  # another request inserted the key first
+        return repository.Running()
+
+
+async def _stored(store: BlobStore, entry: IdempotencyEntry) -> StoredAnswer:
+    assert entry.status is not None
+    if entry.body_in_store:
+        body = await store.answer(answer_name(entry.org_id, entry.request_id))
+    else:
+        body = entry.body or b""
+    return StoredAnswer(entry.status, entry.error_code, entry.content_type, body)
