@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Path, Query
 
 from voice_service.api.request_log_schemas import LoggedRequest, RequestList
+from voice_service.books.requestlog.pages import LogQuery
 from voice_service.books.requestlog.service import logged_request, request_log_page
 from voice_service.web.deps import Context, UsageReader
 from voice_service.web.schemas import EXAMPLE_REQUEST_ID, error_responses
@@ -35,9 +36,8 @@ async def list_requests(
         Literal["2xx", "4xx", "5xx"] | None, Query(description="Status class.")
     ] = None,
 ) -> RequestList:
-    page = await request_log_page(
-        context.sessions, principal.org_id, limit=limit, before=before, status_class=status
-    )
+    asked = LogQuery(limit, before=before, status_class=status)
+    page = await request_log_page(context.sessions, principal.org_id, asked)
     return RequestList(requests=[LoggedRequest.of(row) for row in page.requests], next=page.next)
 
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from fastapi import APIRouter, Request, Response
 
-from voice_service.books.requestlog.pages import ENDPOINTS, STATUS_CLASSES, BilledRequest
+from voice_service.books.requestlog.pages import ENDPOINTS, STATUS_CLASSES, BilledRequest, LogQuery
 from voice_service.books.requestlog.service import find_logged_request, request_log_page
 from voice_service.console.auth import CurrentOrg, SignedInUser
 from voice_service.console.pages import render
@@ -39,15 +39,8 @@ async def requests_page(
         found = await find_logged_request(context.sessions, org.id, request_id)
         rows = [found] if found is not None else []
     else:
-        page = await request_log_page(
-            context.sessions,
-            org.id,
-            limit=PAGE_SIZE,
-            before=before,
-            status_class=status_class,
-            endpoint=endpoint_name,
-            restart=True,
-        )
+        asked = LogQuery(PAGE_SIZE, before, status_class, endpoint_name)
+        page = await request_log_page(context.sessions, org.id, asked, restart=True)
         rows, next_id = page.requests, page.next
         if page.restarted:
             error = "That page no longer exists; showing the newest requests."

@@ -37,3 +37,14 @@ class BilledRequest:
     entry: RequestLogEntry
     units: int
     endpoint: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class LogQuery:
+    """A page of the log to read: at most `limit` rows, newest first, older than the row
+    `before` names, of one status class and one endpoint where given."""
+
+    limit: int
+    before: str | None = None
+    status_class: str | None = None
+    endpoint: str | None = None

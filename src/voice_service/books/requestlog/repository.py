@@ -20,7 +20,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from voice_service.books.requestlog.pages import BilledRequest
+from voice_service.books.requestlog.pages import BilledRequest, LogQuery
 from voice_service.core.models import ApiKey, RequestLogEntry, UsageRecord, utcnow
 from voice_service.kit.db import insert_if_absent
 from voice_service.kit.paging import UnknownCursor, newest_first, page_of
@@ -114,29 +114,22 @@ def _as_billed(row: Row[RequestLogEntry, int, str]) -> BilledRequest:
     return BilledRequest(entry, units or 0, endpoint)
 
 
-async def page_requests(
-    session: AsyncSession,
-    org_id: str,
-    *,
-    limit: int,
-    before: str | None = None,
-    status_class: str | None = None,
-    endpoint: str | None = None,
-) -> RequestPage:
+async def page_requests(session: AsyncSession, org_id: str, asked: LogQuery) -> RequestPage:
     """Newest first in one total order (created_at, then request_id, both descending); a
     page continues strictly after the row `before` names."""
     query = _billed().where(RequestLogEntry.org_id == org_id)
     after = None
-    if before is not None:
-        found = await find_request(session, org_id, before)
+    if asked.before is not None:
+        found = await find_request(session, org_id, asked.before)
         if found is None:
-            raise UnknownCursor(before)
+            raise UnknownCursor(asked.before)
         after = (found.entry.created_at, found.entry.request_id)
-    if status_class is not None:
-        hundreds = int(status_class[0]) * 100
+    if asked.status_class is not None:
+        hundreds = int(asked.status_class[0]) * 100
         query = query.where(RequestLogEntry.status.between(hundreds, hundreds + 99))
-    if endpoint is not None:
-        query = query.where(RequestLogEntry.path.endswith("/" + endpoint, autoescape=True))
+    if asked.endpoint is not None:
+        query = query.where(RequestLogEntry.path.endswith("/" + asked.endpoint, autoescape=True))
+    limit = asked.limit
     query = newest_first(
         query, RequestLogEntry.created_at, RequestLogEntry.request_id, after=after, limit=limit
     )
@@ -158,4 +151,4 @@ async def find_request(session: AsyncSession, org_id: str, request_id: str) -> B
 async def recent_requests(
     session: AsyncSession, org_id: str, limit: int
 ) -> Sequence[BilledRequest]:
-    return (await page_requests(session, org_id, limit=limit)).requests
+    return (await page_requests(session, org_id, LogQuery(limit))).requests

@@ -4,12 +4,16 @@ or one by its id. The API, the console and the CLI all read it here."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from voice_service.books.requestlog.pages import BilledRequest
-from voice_service.books.requestlog.repository import find_request, page_requests
+from voice_service.books.requestlog.pages import BilledRequest, LogQuery
+from voice_service.books.requestlog.repository import (
+    find_request,
+    page_requests,
+    recent_requests,
+)
 from voice_service.core.errors import InvalidRequest, NotFound
 from voice_service.kit.paging import UnknownCursor
 from voice_service.tenancy.service import require_org
@@ -22,58 +26,26 @@ class LogPage:
     restarted: bool = False  # `before` named no request: the newest page came instead
 
 
-async def log_page(
-    session: AsyncSession,
-    org_id: str,
-    *,
-    limit: int,
-    before: str | None = None,
-    status_class: str | None = None,
-    endpoint: str | None = None,
-    restart: bool = False,
-) -> LogPage:
-    """A page of the log after `before`, filtered; an unknown `before` is refused, or with
-    `restart` answered with the newest page."""
-    try:
-        page = await page_requests(
-            session,
-            org_id,
-            limit=limit,
-            before=before,
-            status_class=status_class,
-            endpoint=endpoint,
-        )
-    except UnknownCursor:
-        if not restart:
-            raise InvalidRequest(f"before: no request {before!r} in this organization.") from None
-        page = await page_requests(
-            session, org_id, limit=limit, status_class=status_class, endpoint=endpoint
-        )
-        return LogPage(page.requests, page.next, restarted=True)
-    return LogPage(page.requests, page.next)
-
-
 async def request_log_page(
     sessions: async_sessionmaker[AsyncSession],
     org_id: str,
+    asked: LogQuery,
     *,
-    limit: int,
-    before: str | None = None,
-    status_class: str | None = None,
-    endpoint: str | None = None,
     restart: bool = False,
 ) -> LogPage:
-    """`log_page` in a session of its own (GET /requests, the console's log page)."""
+    """The page of the log `asked` for (GET /requests, the console's log page); an unknown
+    `before` is refused, or with `restart` answered with the newest page."""
     async with sessions() as session:
-        return await log_page(
-            session,
-            org_id,
-            limit=limit,
-            before=before,
-            status_class=status_class,
-            endpoint=endpoint,
-            restart=restart,
-        )
+        try:
+            page = await page_requests(session, org_id, asked)
+        except UnknownCursor:
+            if not restart:
+                raise InvalidRequest(
+                    f"before: no request {asked.before!r} in this organization."
+                ) from None
+            page = await page_requests(session, org_id, replace(asked, before=None))
+            return LogPage(page.requests, page.next, restarted=True)
+    return LogPage(page.requests, page.next)
 
 
 async def find_logged_request(
@@ -99,4 +71,4 @@ async def org_requests(session: AsyncSession, org_id: str, limit: int) -> Sequen
     """The newest `limit` requests of an organization an operator names; UnknownId when
     there is none."""
     await require_org(session, org_id)
-    return (await log_page(session, org_id, limit=limit)).requests
+    return await recent_requests(session, org_id, limit)

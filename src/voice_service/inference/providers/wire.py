@@ -157,10 +157,7 @@ class OpenAIWire:
     def parse_transcription(
         self, response: httpx.Response, options: TranscribeOptions, duration: float
     ) -> RemoteTranscript:
-        body = _json_object(response)
-        text = body.get("text")
-        if not isinstance(text, str):
-            raise Garbage("the transcript has no text")
+        body, text = _transcript(response)
         if options.diarize:  # diarized_json: no language, no words
             diarized = _diarized_segments(body.get("segments"), duration)
             return RemoteTranscript(
@@ -221,10 +218,7 @@ class ElevenLabsWire:
     def parse_transcription(
         self, response: httpx.Response, options: TranscribeOptions, duration: float
     ) -> RemoteTranscript:
-        body = _json_object(response)
-        text = body.get("text")
-        if not isinstance(text, str):
-            raise Garbage("the transcript has no text")
+        body, text = _transcript(response)
         language = body.get("language_code")
         language_code = to_iso_639_1(language) if isinstance(language, str) else None
         words = tuple(_words(body.get("words"), "text"))
@@ -329,6 +323,15 @@ def error_message(response: httpx.Response) -> str:
     if isinstance(message, str):
         return message
     return head[:1000].decode("utf-8", "replace")
+
+
+def _transcript(response: httpx.Response) -> tuple[dict[str, Any], str]:
+    """A transcription's answer, and its text."""
+    body = _json_object(response)
+    text = body.get("text")
+    if not isinstance(text, str):
+        raise Garbage("the transcript has no text")
+    return body, text
 
 
 def _json_object(response: httpx.Response) -> dict[str, Any]:
