@@ -195,6 +195,10 @@ async def _speech_events(
     yield _event({"type": "speech.audio.done", "usage": usage})
 
 
+# Both of Whisper's tasks need the key's speech-to-text scope and service.
+Transcriber = Annotated[Principal, Depends(require(Scope.SPEECH_TO_TEXT, Service.SPEECH_TO_TEXT))]
+
+
 @router.post(
     "/audio/transcriptions",
     summary="Transcribe an audio file (OpenAI's audio.transcriptions)",
@@ -206,7 +210,7 @@ async def transcriptions(
     request: Request,
     context: Context,
     ledger: RequestLedger,
-    _: Annotated[Principal, Depends(require(Scope.SPEECH_TO_TEXT, Service.SPEECH_TO_TEXT))],
+    _: Transcriber,
     _idempotent: IdempotencyKey,
 ) -> Response:
     return await _transcribe(request, context, ledger, "transcribe", UsageEndpoint.SPEECH_TO_TEXT)
@@ -223,7 +227,7 @@ async def translations(
     request: Request,
     context: Context,
     ledger: RequestLedger,
-    _: Annotated[Principal, Depends(require(Scope.SPEECH_TO_TEXT, Service.SPEECH_TO_TEXT))],
+    _: Transcriber,
     _idempotent: IdempotencyKey,
 ) -> Response:
     return await _transcribe(request, context, ledger, "translate", UsageEndpoint.TRANSLATION)
