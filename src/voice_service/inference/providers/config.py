@@ -11,19 +11,15 @@ import re
 import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic_core import PydanticCustomError
 
 from voice_service.engines.catalog import CLONER, LOCAL_ENGINES
+from voice_service.inference.providers.wire import WIRES, CloningWire, Wire, kinds_that
 
-ProviderKind = Literal["openai", "elevenlabs"]
-# Where each kind is when `base_urls` is left out: the hosted API.
-DEFAULT_BASE_URLS: dict[str, tuple[str, ...]] = {
-    "openai": ("https://api.openai.com/v1",),
-    "elevenlabs": ("https://api.elevenlabs.io",),
-}
 ANY_LANGUAGE = "*"
 _NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 _RESERVED_NAMES = frozenset({engine.name for engine in LOCAL_ENGINES} | {CLONER})
@@ -38,6 +34,15 @@ def _base_url(value: str) -> str:
     if url.scheme not in ("http", "https") or not url.hostname or url.query or url.fragment:
         raise ValueError("each must be an http:// or https:// URL without a query")
     return value.rstrip("/")
+
+
+def _kind(value: str) -> str:
+    if value not in WIRES:
+        expected = " or ".join(repr(kind) for kind in WIRES)
+        raise PydanticCustomError(
+            "literal_error", "Input should be {expected}", {"expected": expected}
+        )
+    return value
 
 
 def _language(value: str) -> str:
@@ -68,7 +73,7 @@ class TranscriptionSection(_Table):
     # diarized request it can take whole takes its speakers instead of this node's diarizer.
     diarize: bool = False
     # Sent as `model` when an OpenAI-compatible provider is asked for speakers (OpenAI
-    # diarizes with a model of its own); `DIARIZING_MODEL` if not given.
+    # diarizes with a model of its own); the kind's `diarizing_model` if not given.
     diarize_model: Text | None = None
 
 
@@ -83,7 +88,7 @@ class CloningSection(_Table):
 
 class ProviderConfig(_Table):
     name: str
-    kind: ProviderKind
+    kind: Annotated[str, AfterValidator(_kind)]
     base_urls: Annotated[list[Annotated[str, AfterValidator(_base_url)]], Field(min_length=1)] | (
         None
     ) = None
@@ -96,7 +101,7 @@ class ProviderConfig(_Table):
 
     @property
     def urls(self) -> tuple[str, ...]:
-        return tuple(self.base_urls) if self.base_urls else DEFAULT_BASE_URLS[self.kind]
+        return tuple(self.base_urls) if self.base_urls else WIRES[self.kind].default_base_urls
 
 
 class _File(_Table):
@@ -163,13 +168,15 @@ def _resolve(
             "give it at least one of [provider.transcription], "
             "[provider.speech], [provider.cloning]",
         )
-    if config.cloning is not None and config.kind != "elevenlabs":
-        raise _Invalid("cloning", 'only kind = "elevenlabs" clones voices')
+    wire = WIRES[config.kind]
+    if config.cloning is not None and not issubclass(wire, CloningWire):
+        raise _Invalid("cloning", f"only {kinds_that(_clones)} clones voices")
     section = config.transcription
-    if section and section.diarize_model and (config.kind != "openai" or not section.diarize):
+    if section and section.diarize_model and (not wire.diarizing_model or not section.diarize):
         raise _Invalid(
             "transcription.diarize_model",
-            'only kind = "openai" with diarize = true is asked for speakers by another model',
+            f"only {kinds_that(_diarizes_by_model)} with diarize = true is asked for speakers "
+            "by another model",
         )
     if config.speech is not None:
         seen: set[str] = set()
@@ -188,6 +195,14 @@ def _resolve(
         if not api_key:
             raise _Invalid("api_key_env", f"the variable {config.api_key_env} is not set")
     return ResolvedProvider(config=config, api_key=api_key)
+
+
+def _clones(wire: type[Wire]) -> bool:
+    return issubclass(wire, CloningWire)
+
+
+def _diarizes_by_model(wire: type[Wire]) -> bool:
+    return wire.diarizing_model is not None
 
 
 def _dotted(loc: Sequence[int | str]) -> str:

@@ -39,16 +39,16 @@ from voice_service.inference.providers.replicas import (
     ReplicaSet,
 )
 from voice_service.inference.providers.wire import (
-    DIARIZING_MODEL,
     MAX_JSON_BYTES,
     PCM_RATE,
+    WIRES,
     AudioFile,
     Call,
-    ElevenLabsWire,
+    CloningWire,
     Garbage,
-    OpenAIWire,
     RemoteTranscript,
     SpeechCall,
+    TimedWire,
     Wire,
     error_message,
     shown_type,
@@ -105,7 +105,7 @@ class Provider:
         config = resolved.config
         self.config = config
         self.name = config.name
-        self.wire: Wire = ElevenLabsWire() if config.kind == "elevenlabs" else OpenAIWire()
+        self.wire: Wire = WIRES[config.kind]()
         self.replicas = ReplicaSet(config.urls, config.max_concurrency, max_queued)
         self._metrics = metrics
         self._secrets = secrets_of(resolved.api_key, config.urls)
@@ -136,7 +136,7 @@ class Provider:
         section = self.config.transcription
         if section is None or not section.diarize:
             return False
-        if self.config.kind == "openai":
+        if self.wire.diarizing_model is not None:
             return num_speakers is None and not options.prompt and not options.word_timestamps
         return True
 
@@ -157,8 +157,8 @@ class Provider:
         """The provider's transcript of `audio` (`duration` seconds by our decoder)."""
         section = self.config.transcription
         model = section.model if section else None
-        if section and options.diarize and self.config.kind == "openai":
-            model = section.diarize_model or DIARIZING_MODEL
+        if section and options.diarize and self.wire.diarizing_model is not None:
+            model = section.diarize_model or self.wire.diarizing_model
         call = self.wire.transcription(audio, options, model)
 
         async def parse(response: httpx.Response) -> RemoteTranscript:
@@ -168,7 +168,7 @@ class Provider:
 
     async def add_voice(self, name: str, description: str | None, sample: AudioFile) -> str:
         """A new instant clone at the provider: its voice id there."""
-        wire = self._elevenlabs()
+        wire = self._cloning()
 
         async def parse(response: httpx.Response) -> str:
             return wire.parse_added_voice(await _read_bounded(response))
@@ -177,7 +177,7 @@ class Provider:
 
     async def delete_voice(self, voice_id: str) -> None:
         """Delete a clone at the provider; one it no longer has counts as deleted."""
-        wire = self._elevenlabs()
+        wire = self._cloning()
 
         async def parse(response: httpx.Response) -> None:
             await _read_bounded(response)
@@ -216,12 +216,12 @@ class Provider:
     @property
     def reports_timestamps(self) -> bool:
         """Its API says when each character is spoken (ElevenLabs' does, OpenAI's not)."""
-        return isinstance(self.wire, ElevenLabsWire)
+        return isinstance(self.wire, TimedWire)
 
     async def speak_timed(self, voice: str, text: str, fmt: AudioFormat) -> tuple[bytes, Alignment]:
         """`text` spoken by the provider in `fmt` (one of ElevenLabs' formats), with when each
         character is spoken: one whole answer, retried as any call."""
-        wire = self._elevenlabs()
+        wire = self._timed()
         model = self.config.speech.model if self.config.speech else None
 
         async def parse(response: httpx.Response) -> tuple[bytes, Alignment]:
@@ -230,8 +230,12 @@ class Provider:
 
         return await self._call(wire.timed_speech(voice, text, fmt, model), parse)
 
-    def _elevenlabs(self) -> ElevenLabsWire:
-        assert isinstance(self.wire, ElevenLabsWire), "ElevenLabs' API only"
+    def _cloning(self) -> CloningWire:
+        assert isinstance(self.wire, CloningWire), "the providers file lets only these clone"
+        return self.wire
+
+    def _timed(self) -> TimedWire:
+        assert isinstance(self.wire, TimedWire), "asked only of a provider that reports times"
         return self.wire
 
     async def _call(

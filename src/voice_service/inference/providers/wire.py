@@ -13,9 +13,9 @@ import binascii
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol, runtime_checkable
 from urllib.parse import quote
 
 import httpx
@@ -107,6 +107,15 @@ def timed_speech_bytes(characters: int, fmt: AudioFormat) -> int:
 
 
 class Wire(Protocol):
+    """A kind of provider: its protocol, and what the kind can be asked for."""
+
+    # Where it is when a provider's `base_urls` are left out: the hosted API.
+    default_base_urls: ClassVar[tuple[str, ...]]
+    # The model it tells speakers apart with when asked for them (`diarize`), which then
+    # takes no count of speakers, no prompt and gives no word times; None: the kind's own
+    # transcription model tells them apart and takes every hint.
+    diarizing_model: ClassVar[str | None]
+
     def headers(self, api_key: str | None) -> dict[str, str]: ...
 
     def transcription(
@@ -122,9 +131,34 @@ class Wire(Protocol):
     ) -> SpeechCall: ...
 
 
+@runtime_checkable
+class CloningWire(Protocol):
+    """A kind whose providers make instant clones of samples."""
+
+    def add_voice(self, name: str, description: str | None, sample: AudioFile) -> Call: ...
+
+    def parse_added_voice(self, response: httpx.Response) -> str: ...
+
+    def delete_voice(self, voice_id: str) -> Call: ...
+
+
+@runtime_checkable
+class TimedWire(Protocol):
+    """A kind whose speech says when each character is spoken."""
+
+    def timed_speech(self, voice: str, text: str, fmt: AudioFormat, model: str | None) -> Call: ...
+
+    def parse_timed_speech(
+        self, response: httpx.Response, text: str
+    ) -> tuple[bytes, Alignment]: ...
+
+
 class OpenAIWire:
     """OpenAI's `/audio/transcriptions`, `/audio/translations` and `/audio/speech`; base URLs
     end in `/v1`."""
+
+    default_base_urls: ClassVar[tuple[str, ...]] = ("https://api.openai.com/v1",)
+    diarizing_model: ClassVar[str | None] = DIARIZING_MODEL
 
     def headers(self, api_key: str | None) -> dict[str, str]:
         return {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -195,6 +229,9 @@ class OpenAIWire:
 class ElevenLabsWire:
     """ElevenLabs' `/v1/text-to-speech/{voice_id}/stream`, `/v1/speech-to-text` and voices;
     base URLs are the API's root (`https://api.elevenlabs.io`)."""
+
+    default_base_urls: ClassVar[tuple[str, ...]] = ("https://api.elevenlabs.io",)
+    diarizing_model: ClassVar[str | None] = None
 
     def headers(self, api_key: str | None) -> dict[str, str]:
         return {"xi-api-key": api_key} if api_key else {}
@@ -297,6 +334,16 @@ assert _PCM.sample_rate == PCM_RATE
 # Servers label audio loosely (ElevenLabs' PCM is application/octet-stream); what is never
 # audio is a page or a JSON error with a 200.
 _AUDIO_TYPES = ("audio/", "application/octet-stream", "binary/octet-stream")
+
+
+# The kinds of provider, by the name a providers file gives `kind`: adding one is its
+# `Wire` and a row here.
+WIRES: dict[str, type[Wire]] = {"openai": OpenAIWire, "elevenlabs": ElevenLabsWire}
+
+
+def kinds_that(can: Callable[[type[Wire]], bool]) -> str:
+    """The kinds that `can`, as a providers file names them (for its error messages)."""
+    return " or ".join(f'kind = "{kind}"' for kind, wire in WIRES.items() if can(wire))
 
 
 def error_message(response: httpx.Response) -> str:
