@@ -76,6 +76,7 @@ APART = {
     "cluster": "nodes of a cluster, killed and cut off, across every package",
     "live": "a real server in the test process, driven by SDKs and read as streams",
     "bench": "the benchmark harness beside src/, not a package of it",
+    "deploy": "the files an operator deploys with (deploy/), beside src/",
 }
 ROOT_MODULES = {"test_architecture.py", "test_readme_examples.py"}  # the house and its docs
 
