@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from dataclasses import dataclass
@@ -115,6 +116,19 @@ def _wyoming(value: str) -> str:
 
 def _schedule(value: str) -> str:
     parse_schedule(value)
+    return value
+
+
+def _proxy_addresses(value: str) -> str:
+    for item in value.split(","):
+        if item.strip():
+            try:
+                ipaddress.ip_network(item.strip(), strict=False)
+            except ValueError:
+                raise ValueError(
+                    f"{item.strip()!r} is not an IP address or network (e.g. 10.0.0.5, "
+                    "10.0.0.0/24, ::1)"
+                ) from None
     return value
 
 
@@ -298,6 +312,13 @@ class Settings(BaseSettings):
     body_timeout_seconds: float = Field(
         30.0, gt=0, description="Longest wait for the next chunk of a request body; then 408."
     )
+    forwarded_allow_ips: Annotated[str, AfterValidator(_proxy_addresses)] = Field(
+        "127.0.0.1",
+        description="The reverse proxies in front (IP addresses or networks, comma-separated) "
+        "whose X-Forwarded-For and X-Forwarded-Proto the node believes: the client's address "
+        "(sign-in limits, the audit log, the request log) is then the one the proxy saw. A "
+        "request from any other address is its peer's, whatever it says. Empty: none.",
+    )
     send_timeout_seconds: float = Field(
         30.0,
         gt=0,
@@ -358,7 +379,7 @@ class Settings(BaseSettings):
         "text",
         description="text: a line per event, as uvicorn writes them; json: one JSON object "
         "per line (time, level, logger, message; a request's line adds request_id, org_id, "
-        "key_prefix, method, path, status, error_code, duration_ms).",
+        "key_prefix, method, path, status, error_code, duration_ms, client).",
     )
     drain_timeout_seconds: int = Field(
         30,

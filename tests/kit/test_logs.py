@@ -35,6 +35,7 @@ def test_json_lines_carry_each_request_s_fields_and_no_secret(tmp_path: Path) ->
         assert server.api_key.startswith(line["key_prefix"]) and len(line["key_prefix"]) < 16
         assert line["method"] in ("GET", "POST") and line["path"].startswith("/api/v1/")
         assert isinstance(line["duration_ms"], int)
+        assert line["client"] == "127.0.0.1"  # the caller's address
     anonymous = by_id[refused.headers["x-request-id"]]
     assert (anonymous["status"], anonymous["error_code"], anonymous["key_prefix"]) == (
         401,

@@ -83,6 +83,7 @@ class Ledger:
         "_status",
         "_streaming",
         "books",
+        "client",
         "client_gone",
         "method",
         "path",
@@ -100,9 +101,12 @@ class Ledger:
         *,
         request_id: str | None = None,
         started: float | None = None,
+        client: str | None = None,
     ) -> None:
-        """`started`: `time.monotonic()` when the request began (now, if not given)."""
+        """`started`: `time.monotonic()` when the request began (now, if not given);
+        `client`: the caller's address, for its log line."""
         self.books = books
+        self.client = client
         self.request_id = request_id or new_id("req")
         self.method = method
         self.path = path[:MAX_LOGGED_PATH]
@@ -299,7 +303,7 @@ class Ledger:
             entry = self._entry(status, error_code, bytes_sent)
             await insert_entries(session, [entry], books.request_log.keys_to_refresh([entry]))
         self._settled, self._status = True, status
-        books.request_log.announce(entry, principal.key_prefix)
+        books.request_log.announce(entry, principal.key_prefix, self.client)
         if bills:
             books.metrics.count_usage(charge.endpoint, charge.units, principal.org_id)
 
@@ -313,7 +317,7 @@ class Ledger:
         entry = self._entry(status, error_code, bytes_sent)
         key_prefix = self.principal.key_prefix if self.principal else None
         request_log = self.books.request_log
-        request_log.announce(entry, key_prefix)
+        request_log.announce(entry, key_prefix, self.client)
         try:
             await request_log.write(entry)
         except Exception:

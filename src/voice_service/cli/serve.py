@@ -168,6 +168,9 @@ def _uvicorn_config(settings: Settings, host: str, port: int) -> uvicorn.Config:
         # SIGTERM: stop accepting, let requests in flight finish, then the lifespan's
         # shutdown flushes the request log before the process exits 0.
         timeout_graceful_shutdown=settings.drain_timeout_seconds,
+        # Uvicorn's own reading of X-Forwarded-For / -Proto, from these addresses only.
+        proxy_headers=bool(settings.forwarded_allow_ips.strip()),
+        forwarded_allow_ips=settings.forwarded_allow_ips,
         access_log=False,  # the request line is ours (logs.log_request)
         log_config=log_config(settings.log_format),
     )

@@ -26,6 +26,7 @@ REQUEST_FIELDS = (
     "status",
     "error_code",
     "duration_ms",
+    "client",  # the caller's address (the one its proxy saw, behind a trusted proxy)
 )
 
 

@@ -100,7 +100,8 @@ async def serve_session(
     session needs), accept it, and `run` the session, which ends by telling the ledger
     what it used. A session that fails unexpectedly is logged and bills nothing."""
     context: AppContext = websocket.app.state.context
-    ledger = Ledger(context.books, "GET", websocket.url.path)
+    client = websocket.client.host if websocket.client else None
+    ledger = Ledger(context.books, "GET", websocket.url.path, client=client)
     attach_ledger(websocket.scope, ledger)
     channel = Channel(websocket)
     try:

@@ -49,7 +49,10 @@ class RequestContextMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        ledger = Ledger(self.books, scope["method"], scope["path"])
+        client = scope.get("client")
+        ledger = Ledger(
+            self.books, scope["method"], scope["path"], client=client[0] if client else None
+        )
         attach_ledger(scope, ledger)
         response_started = False
         presence = ClientPresence(receive, ledger.client_gone)

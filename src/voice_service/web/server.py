@@ -268,7 +268,8 @@ class HttpProtocol(HttpToolsProtocol):
         self._disarm_header_timer()
         method, path = self._request_line()
         # The loop's clock is time.monotonic, the ledger's.
-        ledger = Ledger(self._policy.books, method, path, started=self._started_at)
+        client = self.client[0] if self.client else None
+        ledger = Ledger(self._policy.books, method, path, started=self._started_at, client=client)
         response = _raw_response(error, ledger.request_id, path, self.server_state.default_headers)
         task = self.loop.create_task(self._log_then_answer(ledger, error, response))
         self.tasks.add(task)  # so that a graceful shutdown waits for the row

@@ -91,10 +91,10 @@ class RequestLogWriter:
             await asyncio.to_thread(self._sqlite.close)
             self._sqlite = None
 
-    def announce(self, entry: LogEntry, key_prefix: str | None) -> None:
+    def announce(self, entry: LogEntry, key_prefix: str | None, client: str | None) -> None:
         """The request's line in the process log and its count in the metrics: once per
         row, whoever writes it (`write`, or a billed success in its own transaction)."""
-        _log_request(entry, key_prefix)
+        _log_request(entry, key_prefix, client)
         self._metrics.count_request(
             entry.method,
             entry.path,
@@ -209,10 +209,11 @@ class RequestLogWriter:
         self._replayer = None
 
 
-def _log_request(entry: LogEntry, key_prefix: str | None) -> None:
+def _log_request(entry: LogEntry, key_prefix: str | None, client: str | None) -> None:
     """The request's one line, whoever writes its row."""
     fields = {name: getattr(entry, name, None) for name in REQUEST_FIELDS}
     fields["key_prefix"] = key_prefix  # the row has the key's id; the log its display prefix
+    fields["client"] = client  # the log's alone
     _requests.info(
         "%s %s %s %d %s %dms",
         entry.request_id,
