@@ -148,7 +148,7 @@ async def submit(
         url, items = _url_fields(body)
         asked = _job_request(principal, items)
         digest = fingerprint("POST", request_target(request), "application/json", body)
-        claim = _claim(request, context, ledger, principal, idempotency_key, digest)
+        claim = _claim(request, context, ledger, idempotency_key, digest)
         job = await submit_from_url(context, queue, ledger, asked, url, claim=claim)
     else:
         async with receive_large_upload(
@@ -158,7 +158,7 @@ async def submit(
             if upload.size > limit:
                 raise PayloadTooLarge(f"file: the file exceeds the {megabytes(limit)} limit.")
             asked = _job_request(principal, upload.items)
-            claim = _claim(request, context, ledger, principal, idempotency_key, upload.fingerprint)
+            claim = _claim(request, context, ledger, idempotency_key, upload.fingerprint)
             audio = AudioFile(upload.path, upload.size)
             job = await submit_upload(context, queue, ledger, asked, audio, claim=claim)
     response.headers["Location"] = f"{request.url.path}/{job.id}"
@@ -166,12 +166,7 @@ async def submit(
 
 
 def _claim(
-    request: Request,
-    context: AppContext,
-    ledger: Ledger,
-    principal: Principal,
-    key: str | None,
-    digest: str,
+    request: Request, context: AppContext, ledger: Ledger, key: str | None, digest: str
 ) -> Claim:
     """Claim the request's Idempotency-Key, if it has one, when the job's options pass."""
 
