@@ -10,8 +10,9 @@ from starlette.datastructures import FormData
 
 from voice_service.accounts.organizations import org_for
 from voice_service.accounts.sign_in import signed_in_user
-from voice_service.console.security import SESSION_COOKIE, check_csrf
+from voice_service.console.security import SESSION_COOKIE, check_csrf, client_ip
 from voice_service.core.models import Organization
+from voice_service.tenancy.audit import Actor
 from voice_service.tenancy.console_sessions import SignedIn
 from voice_service.web.deps import Context
 
@@ -48,6 +49,14 @@ async def current_org(org_id: str, user: SignedInUser, context: Context) -> Orga
 
 
 CurrentOrg = Annotated[Organization, Depends(current_org)]
+
+
+async def acting_user(request: Request, user: SignedInUser) -> Actor:
+    return Actor(user, client_ip(request))
+
+
+# The signed-in user as the audit log records a change they make: with their address.
+ActingUser = Annotated[Actor, Depends(acting_user)]
 
 
 async def checked_form(request: Request, user: SignedIn) -> FormData:

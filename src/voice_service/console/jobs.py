@@ -8,9 +8,15 @@ from typing import Final
 
 from fastapi import APIRouter, Request, Response
 
-from voice_service.console.auth import CurrentOrg, PageNotFound, SignedInUser, checked_form
+from voice_service.console.auth import (
+    ActingUser,
+    CurrentOrg,
+    PageNotFound,
+    SignedInUser,
+    checked_form,
+)
 from voice_service.console.pages import CONSOLE_PREFIX, redirect, render
-from voice_service.console.security import client_ip, secure_headers
+from voice_service.console.security import secure_headers
 from voice_service.core.errors import NotFound
 from voice_service.core.models import Organization, TranscriptionJob
 from voice_service.core.vocabulary import JobStatus
@@ -18,7 +24,6 @@ from voice_service.jobs.reading import job_of, page_of_jobs_or_newest, transcrip
 from voice_service.jobs.schemas import TranscriptionJobOut
 from voice_service.jobs.service import cancel_job
 from voice_service.jobs.transcripts import MEDIA_TYPES, TranscriptFormat, transcript_file
-from voice_service.tenancy.audit import Actor
 from voice_service.web.deps import Context
 
 router = APIRouter()
@@ -125,13 +130,12 @@ async def transcript_download(
 
 @router.post("/orgs/{org_id}/jobs/{job_id}/cancel")
 async def cancel_action(
-    job_id: str, request: Request, context: Context, user: SignedInUser, org: CurrentOrg
+    job_id: str, request: Request, context: Context, org: CurrentOrg, actor: ActingUser
 ) -> Response:
-    await checked_form(request, user)
+    await checked_form(request, actor.user)
     if context.jobs is None:  # no queue here to cancel it in: the page offers no button
         raise PageNotFound()
     # A job that has ended meanwhile is left as it ended.
-    actor = Actor(user, client_ip(request))
     try:
         await cancel_job(context, context.jobs.queue, org.id, job_id, actor=actor)
     except NotFound:  # another organization's job is as unknown as one that never was

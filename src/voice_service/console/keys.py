@@ -12,12 +12,16 @@ from voice_service.accounts.keys import (
     find_api_key,
     revoke_api_key,
 )
-from voice_service.console.auth import CurrentOrg, PageNotFound, SignedInUser, checked_form
+from voice_service.console.auth import (
+    ActingUser,
+    CurrentOrg,
+    PageNotFound,
+    SignedInUser,
+    checked_form,
+)
 from voice_service.console.pages import redirect, render
-from voice_service.console.security import client_ip
 from voice_service.core.models import Organization
 from voice_service.core.vocabulary import Scope
-from voice_service.tenancy.audit import Actor
 from voice_service.tenancy.console_sessions import SignedIn
 from voice_service.tenancy.rate_limits import (
     InvalidRateLimit,
@@ -74,7 +78,7 @@ async def _keys_page(
 
 @router.post("/orgs/{org_id}/keys")
 async def create_key_action(
-    request: Request, context: Context, user: SignedInUser, org: CurrentOrg
+    request: Request, context: Context, user: SignedInUser, org: CurrentOrg, actor: ActingUser
 ) -> Response:
     form = await checked_form(request, user)
     name = str(form.get("name", "")).strip()
@@ -106,7 +110,7 @@ async def create_key_action(
         rate_limit,
         scopes=scopes,
         monthly_units=monthly_units,
-        actor=Actor(user, client_ip(request)),
+        actor=actor,
     )
     # Shown in this response only: nothing keeps the secret, a reload shows the prefix.
     return await _keys_page(request, context, user, org, new_secret=created.secret)
@@ -145,9 +149,9 @@ async def revoke_page(
 
 @router.post("/orgs/{org_id}/keys/{key_id}/revoke")
 async def revoke_action(
-    key_id: str, request: Request, context: Context, user: SignedInUser, org: CurrentOrg
+    key_id: str, request: Request, context: Context, org: CurrentOrg, actor: ActingUser
 ) -> Response:
-    await checked_form(request, user)
-    if await revoke_api_key(context, org.id, key_id, Actor(user, client_ip(request))) is None:
+    await checked_form(request, actor.user)
+    if await revoke_api_key(context, org.id, key_id, actor) is None:
         raise PageNotFound()
     return redirect(f"/console/orgs/{org.id}/keys")

@@ -11,6 +11,7 @@ from voice_service.accounts.organizations import orgs_for
 from voice_service.console.auth import (
     MAX_FORM_FIELD_BYTES,
     MAX_FORM_FIELDS,
+    ActingUser,
     SignedInUser,
     checked_form,
 )
@@ -26,7 +27,6 @@ from voice_service.console.security import (
     set_cookie,
 )
 from voice_service.core.errors import RateLimited
-from voice_service.tenancy.audit import Actor
 from voice_service.tenancy.users import MAX_EMAIL_LENGTH, InvalidEmail, normalize_email
 from voice_service.web.context import AppContext
 from voice_service.web.deps import Context
@@ -145,10 +145,10 @@ def _answer(
 
 
 @router.post("/sign-out")
-async def sign_out(request: Request, context: Context, user: SignedInUser) -> Response:
-    await checked_form(request, user)
+async def sign_out(request: Request, context: Context, actor: ActingUser) -> Response:
+    await checked_form(request, actor.user)
     token = request.cookies.get(SESSION_COOKIE, "")
-    await signing.sign_out(context, token, Actor(user, client_ip(request)))
+    await signing.sign_out(context, token, actor)
     response = redirect(f"{CONSOLE_PREFIX}/sign-in")
     clear_cookie(request, response, SESSION_COOKIE)
     return response

@@ -19,10 +19,16 @@ from voice_service.cloning.service import (
     delete_voice,
 )
 from voice_service.console.acting import act_for_org
-from voice_service.console.auth import CurrentOrg, PageNotFound, SignedInUser, checked_form
+from voice_service.console.auth import (
+    ActingUser,
+    CurrentOrg,
+    PageNotFound,
+    SignedInUser,
+    checked_form,
+)
 from voice_service.console.pages import CONSOLE_PREFIX, redirect, render
 from voice_service.console.previews import Previews
-from voice_service.console.security import check_csrf, client_ip
+from voice_service.console.security import check_csrf
 from voice_service.console.voice_search import CatalogueSearch, languages
 from voice_service.core.errors import ApiError, InvalidRequest, describe_errors
 from voice_service.core.models import Organization
@@ -30,7 +36,6 @@ from voice_service.core.vocabulary import Service
 from voice_service.engines.world.analysis import MAX_ANALYSIS_SECONDS
 from voice_service.speech.schemas import MAX_TEXT_LENGTH, SpeechRequest
 from voice_service.speech.service import synthesize_speech
-from voice_service.tenancy.audit import Actor
 from voice_service.tenancy.console_sessions import SignedIn
 from voice_service.voices.listing import voices_of
 from voice_service.voices.service import find_clone, visible_voice
@@ -170,7 +175,7 @@ async def try_it(
 
 @router.post("/orgs/{org_id}/voices/clone")
 async def clone_action(
-    request: Request, context: Context, user: SignedInUser, org: CurrentOrg
+    request: Request, context: Context, user: SignedInUser, org: CurrentOrg, actor: ActingUser
 ) -> Response:
     fields: dict[str, str] = {}
     try:
@@ -181,7 +186,6 @@ async def clone_action(
             check_csrf(request, user.csrf_token, fields.get("csrf_token"))
             clone = _clone_request(fields)
             principal = await act_for_org(request, context, org, Service.CLONING)
-            actor = Actor(user, client_ip(request))
             voice = await clone_voice(
                 context, principal, ledger_of(request), clone, upload.path, actor
             )
@@ -215,10 +219,9 @@ async def delete_page(
 
 @router.post("/orgs/{org_id}/voices/{voice_id}/delete")
 async def delete_action(
-    voice_id: str, request: Request, context: Context, user: SignedInUser, org: CurrentOrg
+    voice_id: str, request: Request, context: Context, org: CurrentOrg, actor: ActingUser
 ) -> Response:
-    await checked_form(request, user)
+    await checked_form(request, actor.user)
     principal = await act_for_org(request, context, org, None)
-    actor = Actor(user, client_ip(request))
     await delete_voice(context, principal, voice_id, actor)  # another org's or unknown id: 404
     return redirect(_voices_url(org))

@@ -12,9 +12,14 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Request, Response
 from starlette.datastructures import FormData
 
-from voice_service.console.auth import CurrentOrg, PageNotFound, SignedInUser, checked_form
+from voice_service.console.auth import (
+    ActingUser,
+    CurrentOrg,
+    PageNotFound,
+    SignedInUser,
+    checked_form,
+)
 from voice_service.console.pages import CONSOLE_PREFIX, redirect, render
-from voice_service.console.security import client_ip
 from voice_service.core.errors import InvalidRequest, NotFound
 from voice_service.core.models import Organization
 from voice_service.core.vocabulary import WebhookEvent
@@ -81,7 +86,7 @@ async def _webhooks_page(
 
 @router.post("/orgs/{org_id}/webhooks")
 async def create_action(
-    request: Request, context: Context, user: SignedInUser, org: CurrentOrg
+    request: Request, context: Context, user: SignedInUser, org: CurrentOrg, actor: ActingUser
 ) -> Response:
     form = await checked_form(request, user)
     url = str(form.get("url", "")).strip()
@@ -95,7 +100,7 @@ async def create_action(
             _url(url),
             events,
             description or None,
-            actor=Actor(user, client_ip(request)),
+            actor=actor,
         )
     except InvalidRequest as exc:
         shown = {"url": url, "description": description}
@@ -150,29 +155,28 @@ async def webhook_page(
 
 @router.post("/orgs/{org_id}/webhooks/{webhook_id}/enable")
 async def enable_action(
-    webhook_id: str, request: Request, context: Context, user: SignedInUser, org: CurrentOrg
+    webhook_id: str, request: Request, context: Context, actor: ActingUser, org: CurrentOrg
 ) -> Response:
-    return await _switch(webhook_id, request, context, user, org, enabled=True)
+    return await _switch(webhook_id, request, context, actor, org, enabled=True)
 
 
 @router.post("/orgs/{org_id}/webhooks/{webhook_id}/disable")
 async def disable_action(
-    webhook_id: str, request: Request, context: Context, user: SignedInUser, org: CurrentOrg
+    webhook_id: str, request: Request, context: Context, actor: ActingUser, org: CurrentOrg
 ) -> Response:
-    return await _switch(webhook_id, request, context, user, org, enabled=False)
+    return await _switch(webhook_id, request, context, actor, org, enabled=False)
 
 
 async def _switch(
     webhook_id: str,
     request: Request,
     context: Context,
-    user: SignedIn,
+    actor: Actor,
     org: Organization,
     *,
     enabled: bool,
 ) -> Response:
-    form = await checked_form(request, user)
-    actor = Actor(user, client_ip(request))
+    form = await checked_form(request, actor.user)
     await _found(
         endpoints.update_webhook(context, org.id, webhook_id, enabled=enabled, actor=actor)
     )
@@ -195,10 +199,9 @@ async def delete_page(
 
 @router.post("/orgs/{org_id}/webhooks/{webhook_id}/delete")
 async def delete_action(
-    webhook_id: str, request: Request, context: Context, user: SignedInUser, org: CurrentOrg
+    webhook_id: str, request: Request, context: Context, org: CurrentOrg, actor: ActingUser
 ) -> Response:
-    await checked_form(request, user)
-    actor = Actor(user, client_ip(request))
+    await checked_form(request, actor.user)
     await _found(endpoints.delete_webhook(context, org.id, webhook_id, actor=actor))
     return redirect(f"{CONSOLE_PREFIX}/orgs/{org.id}/webhooks")
 
@@ -209,13 +212,12 @@ async def redeliver_action(
     delivery_id: str,
     request: Request,
     context: Context,
-    user: SignedInUser,
     org: CurrentOrg,
+    actor: ActingUser,
 ) -> Response:
-    await checked_form(request, user)
+    await checked_form(request, actor.user)
     if context.deliveries is None:  # no queue to send it from: the page offers no button
         raise PageNotFound()
-    actor = Actor(user, client_ip(request))
     queue = context.deliveries.queue
     await _found(
         endpoints.redeliver_delivery(context, queue, org.id, webhook_id, delivery_id, actor=actor)
