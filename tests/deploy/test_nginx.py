@@ -1,8 +1,8 @@
 """The nginx configuration the operations guide ships (deploy/nginx/voice-service.conf), run
 by Debian's nginx in front of a node: speech streams through it, WebSockets (live
-transcription, text streamed in) upgrade through it, an upload past the node's limit gets the
-node's own 413, and the node logs each client by the address nginx saw, believing
-X-Forwarded-For from nginx alone."""
+transcription, text streamed in) upgrade through it, an upload past the node's limit is
+refused by nginx in the service's error envelope, and the node logs each client by the
+address nginx saw, believing X-Forwarded-For from nginx alone."""
 
 from __future__ import annotations
 
@@ -87,18 +87,30 @@ def test_x_forwarded_for_is_believed_from_the_proxys_address_alone(node: Server)
     assert _logged_client(node, believed.headers["x-request-id"]) == SPOOFED
 
 
-def test_an_upload_past_the_nodes_limit_gets_the_nodes_413(node: Server, proxy: str) -> None:
-    too_large = bytes(25 * 1024 * 1024 + 256 * 1024)  # past 25 MiB and its multipart margin
+def test_an_upload_past_the_nodes_limit_is_refused_at_the_door_in_the_services_envelope(
+    node: Server, proxy: str
+) -> None:
+    too_large = bytes(25 * 1024 * 1024 + 128 * 1024)  # past 25 MiB and its multipart margin
     with _client(proxy, "127.0.0.7") as client:
         refused = client.post(
             "/api/v1/speech-to-text",
             headers=_auth(node),
             files={"file": ("long.wav", too_large, "audio/wav")},
         )
+        # Past the nodes' 25 MiB, a transcription job's upload is still taken.
+        job = client.post(
+            "/api/v1/transcription-jobs",
+            headers=_auth(node),
+            files={"file": ("long.wav", too_large, "audio/wav")},
+        )
     assert refused.status_code == 413
-    error = refused.json()["error"]  # the node's envelope, not nginx's page
-    assert error["code"] == "PAYLOAD_TOO_LARGE" and error["request_id"].startswith("req_")
-    assert _logged_client(node, error["request_id"]) == "127.0.0.7"
+    error = refused.json()["error"]
+    assert error["code"] == "PAYLOAD_TOO_LARGE"
+    assert error["message"] == "The request body exceeds the 25 MiB limit."
+    assert error["request_id"] == refused.headers["x-request-id"]
+    # The node answers that one itself: zeros are no audio it can read.
+    assert job.status_code == 415, job.text
+    assert job.json()["error"]["request_id"].startswith("req_")
 
 
 def test_websockets_upgrade_through_it_both_ways(node: Server, proxy: str) -> None:
