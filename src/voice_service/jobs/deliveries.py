@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from voice_service.core.errors import NotFound
 from voice_service.core.models import WebhookAttempt, WebhookDelivery
-from voice_service.jobs.reading import find_job, job_of
+from voice_service.jobs.reading import find_job
 from voice_service.kit.db import transaction
 from voice_service.kit.job_queue import SqlQueue
 from voice_service.runtime import Runtime
@@ -29,8 +29,8 @@ async def redeliver_job_delivery(
 ) -> Delivered:
     """Send one of the job's deliveries again (with its retries, should it fail) from
     `queue`, the deliveries' queue."""
-    await job_of(runtime, org_id, job_id)
     async with transaction(runtime.sessions) as session:
+        await find_job(session, org_id, job_id)
         delivery = await webhooks.find_delivery(session, org_id, delivery_id, job_id=job_id)
         if delivery is None:
             raise NotFound(f"No delivery with id {delivery_id!r} of this job.")
