@@ -188,7 +188,7 @@ def _wait_ready(server: Server, deadline: float, err_path: Path) -> None:
                 return
         except httpx.TransportError:
             pass
-        time.sleep(0.3)
+        time.sleep(0.05)
     raise RuntimeError("the server never became ready")
 
 

@@ -1081,14 +1081,25 @@ def provider_path(
 Step = tuple[str, Callable[[], tuple[list[Figure], dict[str, Any]]]]  # a name, what it measures
 
 
+@dataclass(frozen=True)
+class Selection:
+    """The steps a run measures: those `only` names (every step, if it names none), less
+    those `without` names."""
+
+    only: frozenset[str] = frozenset()
+    without: frozenset[str] = frozenset()
+
+    def __contains__(self, name: str) -> bool:
+        return (not self.only or name in self.only) and name not in self.without
+
+
 def _measured(
-    steps: list[Step], only: frozenset[str], details: dict[str, Any], took: dict[str, float]
+    steps: list[Step], chosen: Selection, details: dict[str, Any], took: dict[str, float]
 ) -> list[Figure]:
-    """The steps' figures (those `only` names, if it names any); their details and the
-    seconds each took, by name."""
+    """The figures of the `chosen` steps; their details and the seconds each took, by name."""
     figures: list[Figure] = []
     for name, step in steps:
-        if only and name not in only:
+        if name not in chosen:
             continue
         print(f"measuring {name} ...", flush=True)
         started = time.perf_counter()
@@ -1098,8 +1109,8 @@ def _measured(
     return figures
 
 
-def run(plan: Plan, work: Path, only: frozenset[str] = frozenset()) -> dict[str, Any]:
-    """Every step, or those named in `only`."""
+def run(plan: Plan, work: Path, chosen: Selection) -> dict[str, Any]:
+    """The `chosen` steps."""
     started = time.perf_counter()
     data_dir = work / "data"
     data_dir.mkdir()
@@ -1149,7 +1160,7 @@ def run(plan: Plan, work: Path, only: frozenset[str] = frozenset()) -> dict[str,
             steps.insert(2, ("gateway_workers", lambda: gateway_workers(plan, work)))
         else:
             print(f"no Redis answers at {REDIS_URL}: the figure with 2 workers is left out")
-        figures += _measured(steps, only, details, took)
+        figures += _measured(steps, chosen, details, took)
         svc.client.close()
     finally:
         server.stop()
@@ -1164,11 +1175,12 @@ def run(plan: Plan, work: Path, only: frozenset[str] = frozenset()) -> dict[str,
         ("voice_quality", lambda: voice_quality(plan)),
         ("transcription_quality", lambda: transcription_quality(plan)),
     ]
-    figures += _measured(in_process, only, details, took)
+    figures += _measured(in_process, chosen, details, took)
     return {
         "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
         "quick": plan.quick,
-        "only": sorted(only),
+        "only": sorted(chosen.only),
+        "without": sorted(chosen.without),
         "machine": machine(),
         "seconds": time.perf_counter() - started,
         "step_seconds": took,
@@ -1220,6 +1232,9 @@ def main() -> None:
         default="",
         help="comma-separated steps to measure, alone (e.g. jobs,realtime); default: all",
     )
+    parser.add_argument(
+        "--without", default="", help="comma-separated steps to leave out (e.g. cloning)"
+    )
     args = parser.parse_args()
     plan = Plan.make(args.quick)
     # Bounded in time: the alarm raises in the main thread and the finally-blocks stop the
@@ -1227,8 +1242,11 @@ def main() -> None:
     signal.signal(signal.SIGALRM, _give_up)
     signal.alarm(args.time_limit or (600 if plan.quick else 6000))
     with tempfile.TemporaryDirectory(prefix="voice-bench-") as work:
-        only = frozenset(filter(None, args.only.split(",")))
-        result = run(plan, Path(work), only)
+        chosen = Selection(
+            frozenset(filter(None, args.only.split(","))),
+            frozenset(filter(None, args.without.split(","))),
+        )
+        result = run(plan, Path(work), chosen)
     signal.alarm(0)
     path = _write(args.results_dir, result)
     print(table(result))

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from bench.nginx import NODE, SHIPPED
 
-from tests.helpers.nginx import NODE, SHIPPED
 from voice_service.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,12 +17,7 @@ from typing import Any
 import av
 import httpx
 import pytest
-from bench.speech_set import real_clips
-from bench.wer import word_errors
-
-from tests.helpers.app import REDIS_URL, fresh_database
-from tests.helpers.jobs import one_recording, wav_bytes
-from tests.helpers.podman import (
+from bench.podman import (
     IMAGE,
     USER_ID,
     Container,
@@ -30,6 +25,11 @@ from tests.helpers.podman import (
     logs,
     running_container,
 )
+from bench.speech_set import real_clips
+from bench.wer import word_errors
+
+from tests.helpers.app import REDIS_URL, fresh_database, postgres_rows
+from tests.helpers.jobs import one_recording, wav_bytes
 from tests.helpers.voices import JOE
 from voice_service.audio.encode import wav_of
 
@@ -185,7 +185,7 @@ def test_two_containers_share_one_key_and_one_job_queue(
         edits, words = real_clips()[0].errors(done["result"]["text"])
         assert edits <= words // 5, done["result"]["text"]
     rows = asyncio.run(
-        _rows(
+        postgres_rows(
             shared_database,
             "SELECT endpoint, units FROM usage_records WHERE request_id = $1",
             done["request_id"],
@@ -202,21 +202,3 @@ def _finished(url: str, headers: dict[str, str]) -> dict[str, Any]:
             return job
         time.sleep(0.5)
     raise AssertionError(f"the job never finished: {job}")
-
-
-async def _rows(url: str, sql: str, *params: str) -> list[tuple[Any, ...]]:
-    import asyncpg
-    from sqlalchemy.engine import make_url
-
-    parsed = make_url(url)
-    connection = await asyncpg.connect(
-        host=parsed.host,
-        port=parsed.port,
-        user=parsed.username,
-        password=parsed.password,
-        database=parsed.database,
-    )
-    try:
-        return [tuple(row) for row in await connection.fetch(sql, *params)]
-    finally:
-        await connection.close()

@@ -12,10 +12,10 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from bench.nginx import nginx_in_front
 from bench.wer import word_errors
 from websockets.sync.client import connect
 
-from tests.helpers.nginx import nginx_in_front
 from tests.helpers.servers import Server, running_server
 from tests.helpers.voices import JOE
 

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequen
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import httpx
 from fastapi import FastAPI
@@ -50,9 +50,23 @@ def fresh_database(directory: Path) -> Iterator[str]:
 
 
 async def _admin_sql(server_url: str, statement: str) -> None:
+    async with _postgres(server_url) as connection:
+        await connection.execute(statement)
+
+
+async def postgres_rows(
+    database_url: str, statement: str, *params: object
+) -> list[tuple[Any, ...]]:
+    """What `statement` returns on the PostgreSQL database `database_url` names."""
+    async with _postgres(database_url) as connection:
+        return [tuple(row) for row in await connection.fetch(statement, *params)]
+
+
+@asynccontextmanager
+async def _postgres(database_url: str) -> AsyncIterator[Any]:
     import asyncpg
 
-    url = make_url(server_url)
+    url = make_url(database_url)
     connection = await asyncpg.connect(
         host=url.host,
         port=url.port,
@@ -61,7 +75,7 @@ async def _admin_sql(server_url: str, statement: str) -> None:
         database=url.database,
     )
     try:
-        await connection.execute(statement)
+        yield connection
     finally:
         await connection.close()
 

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import httpx
 
-from tests.helpers.ports import free_port
+from bench.procs import free_port
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 IMAGE = "localhost/voice-service:test"
 BASE = "localhost/voice-service-test-base:bookworm"
 USER_ID = 10001  # the Containerfile's voice-service user
@@ -54,7 +54,7 @@ class Podman:
         self.env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "CONTAINERS_CONF": str(conf)}
 
     def __call__(self, *args: str, timeout: float = 120) -> str:
-        done = subprocess.run(  # noqa: S603
+        done = subprocess.run(
             [self.binary, *args],
             env=self.env,
             capture_output=True,
@@ -67,7 +67,7 @@ class Podman:
 
     def has_image(self, name: str) -> bool:
         return (
-            subprocess.run(  # noqa: S603
+            subprocess.run(
                 [self.binary, "image", "exists", name], env=self.env, check=False
             ).returncode
             == 0
@@ -84,7 +84,7 @@ class Podman:
         debootstrap = shutil.which("debootstrap") or "/usr/sbin/debootstrap"
         assert Path(debootstrap).is_file(), "debootstrap is not installed (.ci/run installs it)"
         rootfs = directory / "rootfs"
-        subprocess.run(  # noqa: S603
+        subprocess.run(
             [
                 debootstrap,
                 "--variant=minbase",
@@ -99,9 +99,9 @@ class Podman:
         )
         shutil.copyfile(HOST_TRUST, rootfs / "etc/ssl/certs/ca-certificates.crt")
         archive = ["tar", "-C", str(rootfs), "-c", "."]
-        tar = subprocess.Popen(archive, stdout=subprocess.PIPE)  # noqa: S603
+        tar = subprocess.Popen(archive, stdout=subprocess.PIPE)
         try:
-            subprocess.run(  # noqa: S603
+            subprocess.run(
                 [self.binary, "import", "--quiet", "-", BASE],
                 env=self.env,
                 stdin=tar.stdout,
@@ -119,7 +119,7 @@ class Podman:
     def build(self, base: str, log: Path) -> str:
         """The image from the repository's Containerfile on `base`; its build log in `log`."""
         with log.open("w") as output:
-            subprocess.run(  # noqa: S603
+            subprocess.run(
                 [
                     self.binary,
                     "build",
@@ -175,7 +175,7 @@ def running_container(
         _wait_ready(podman, name, root)
         yield Container(name, root, first)
     finally:
-        subprocess.run(  # noqa: S603
+        subprocess.run(
             [podman.binary, "rm", "--force", "--time=0", name],
             env=podman.env,
             capture_output=True,
@@ -185,7 +185,7 @@ def running_container(
 
 def logs(podman: Podman, name: str) -> tuple[str, str]:
     """What the container wrote to its stdout and its stderr."""
-    done = subprocess.run(  # noqa: S603
+    done = subprocess.run(
         [podman.binary, "logs", name], env=podman.env, capture_output=True, text=True, check=True
     )
     return done.stdout, done.stderr
@@ -211,5 +211,5 @@ def _wait_ready(podman: Podman, name: str, root: str) -> None:
                 return
         except httpx.TransportError:
             pass
-        time.sleep(0.3)
+        time.sleep(0.05)
     raise AssertionError(f"{name} never became ready: {logs(podman, name)[1][-3000:]}")

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import httpx
 
-from tests.helpers.ports import free_port
+from bench.procs import free_port
 
-SHIPPED = Path(__file__).resolve().parents[2] / "deploy" / "nginx" / "voice-service.conf"
+SHIPPED = Path(__file__).resolve().parents[1] / "deploy" / "nginx" / "voice-service.conf"
 LISTEN, NODE = "listen 80;", "server 127.0.0.1:8000;"
 
 
@@ -49,7 +49,7 @@ http {{
 }}
 """
     )
-    process = subprocess.Popen(  # noqa: S603
+    process = subprocess.Popen(
         [binary, "-p", str(directory), "-c", str(directory / "nginx.conf"), "-e", "stderr"],
         stdout=subprocess.DEVNULL,
         stderr=(directory / "stderr.log").open("w"),
