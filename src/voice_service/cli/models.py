@@ -1,0 +1,134 @@
+"""`voice-service models`: the catalogue of models an operator may pull from the Hugging
+Face Hub, and the ones pulled into the models dir (VOICE_SERVICE_MODELS_DIR)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from voice_service.cli.shared import PLAIN_HELP, JsonFlag, emit, refuse
+
+if TYPE_CHECKING:
+    from voice_service.models.catalogue import CatalogueModel
+
+models_app = typer.Typer(
+    help="Models pulled from the Hugging Face Hub: list, pull, verify, remove.", **PLAIN_HELP
+)
+ModelName = Annotated[str, typer.Argument(metavar="NAME", help="A name `models list` shows.")]
+
+
+def _models_dir() -> Path:
+    from pydantic import ValidationError
+
+    from voice_service.settings import Settings
+
+    try:
+        return Settings().resolved_models_dir
+    except ValidationError as exc:
+        refuse(str(exc.errors()[0]["msg"]))
+
+
+def _model(name: str) -> CatalogueModel:
+    from voice_service.models.catalogue import UnknownModel, model_named
+
+    try:
+        return model_named(name)
+    except UnknownModel as exc:
+        refuse(str(exc))
+
+
+def _row(models_dir: Path, model: CatalogueModel) -> dict[str, Any]:
+    from voice_service.models import store
+    from voice_service.models.catalogue import USED_WITH
+
+    return {
+        "name": model.name,
+        "kind": model.kind,
+        "bytes": model.size,
+        "status": store.status(models_dir, model),
+        "path": str(store.model_dir(models_dir, model)),
+        "used_with": USED_WITH[model.kind],
+        "repo": model.repo,
+        "revision": model.revision,
+        "description": model.description,
+    }
+
+
+@models_app.command("list")
+def list_models(as_json: JsonFlag = False) -> None:
+    """Every model the catalogue has, and whether it is pulled here."""
+    from voice_service.models.catalogue import catalogue
+
+    models_dir = _models_dir()
+    rows = [_row(models_dir, model) for model in catalogue().values()]
+    lines = [f"Models dir {models_dir}"]
+    lines += [
+        f"{row['name']:<16} {row['kind']:<8} {row['bytes'] / 1e9:6.2f} GB  {row['status']:<10} "
+        f"{row['description']}"
+        for row in rows
+    ]
+    emit(as_json, rows, "\n".join(lines))
+
+
+@models_app.command()
+def pull(name: ModelName, as_json: JsonFlag = False) -> None:
+    """Fetch a model at the catalogue's commit, each file checked by size and SHA-256.
+    Files already here and right are kept, so a pull cut short goes on where it stopped.
+    Honours HF_ENDPOINT, HF_TOKEN and HF_HUB_OFFLINE."""
+    from voice_service.models import store
+
+    model = _model(name)
+    models_dir = _models_dir()
+    try:
+        store.pull(models_dir, model)
+    except store.PullFailed as exc:
+        refuse(str(exc).splitlines()[0])
+    row = _row(models_dir, model)
+    emit(
+        as_json,
+        row,
+        f"Pulled {model.name} ({model.repo} at {model.revision[:12]}) into {row['path']}\n"
+        f"Use it: {row['used_with']}={row['path']}",
+    )
+
+
+@models_app.command()
+def verify(
+    names: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="[NAME]...", help="Models to check (default: every pulled one)."),
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Read every file of the pulled models and compare it with the catalogue: exit 1,
+    naming each file that differs and the command that repairs it."""
+    from voice_service.models import store
+    from voice_service.models.catalogue import catalogue
+
+    models_dir = _models_dir()
+    if names:
+        models = [_model(name) for name in names]
+    else:
+        models = [m for m in catalogue().values() if store.status(models_dir, m) != "absent"]
+    found = {model.name: [str(p) for p in store.problems(models_dir, model)] for model in models}
+    lines = [f"{name}: ok" for name, problems in found.items() if not problems]
+    for name, problems in found.items():
+        lines += [
+            f"{name}: {problem}; repair: voice-service models pull {name}" for problem in problems
+        ]
+    emit(as_json, found, "\n".join(lines) or "no models pulled")
+    if any(found.values()):
+        raise typer.Exit(1)
+
+
+@models_app.command()
+def remove(name: ModelName, as_json: JsonFlag = False) -> None:
+    """Delete a pulled model's files."""
+    from voice_service.models import store
+
+    model = _model(name)
+    removed = store.remove(_models_dir(), model)
+    said = f"Removed {name}" if removed else f"{name} was not pulled"
+    emit(as_json, {"name": name, "removed": removed}, said)

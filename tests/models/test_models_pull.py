@@ -1,0 +1,161 @@
+"""`voice-service models`, as an operator runs it, against a loopback server that speaks the
+Hub's file routes (tests/helpers/hub.py) and serves the packaged Whisper base: the real
+files, at the catalogue's commit, checked by the catalogue's sizes and SHA-256; a download
+cut short resumed; an altered file named with the command that repairs it; files the Hub
+serves otherwise refused; and a pulled model transcribing a real person."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from bench.speech_set import real_clips
+
+from tests.helpers.hub import Hub, running_hub
+from tests.helpers.servers import CLI
+from voice_service.engines.whisper import prepare_base_model
+from voice_service.models.catalogue import catalogue
+
+BASE = catalogue()["base"]
+
+
+@pytest.fixture(scope="module")
+def base_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The packaged Whisper base, joined: the files Systran/faster-whisper-base holds."""
+    return prepare_base_model(tmp_path_factory.mktemp("packaged"))
+
+
+@pytest.fixture
+def hub(base_files: Path) -> Iterator[Hub]:
+    files = {(BASE.repo, BASE.revision, f.name): base_files / f.name for f in BASE.files}
+    with running_hub(files) as serving:
+        yield serving
+
+
+def models(data_dir: Path, hub: Hub, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(data_dir),
+        "VOICE_SERVICE_DATA_DIR": str(data_dir),
+        "HF_ENDPOINT": hub.root,
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "NO_PROXY": "127.0.0.1",
+    }
+    return subprocess.run(  # noqa: S603
+        [*CLI, "models", *args], env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+def answer(done: subprocess.CompletedProcess[str]) -> Any:
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+def test_pull_fetches_the_pinned_files_checks_them_and_lists_the_model(
+    tmp_path: Path, hub: Hub
+) -> None:
+    listed = {row["name"]: row for row in answer(models(tmp_path, hub, "list", "--json"))}
+    assert listed["base"]["status"] == "absent"
+    assert {"large-v3-turbo", "large-v3", "small"} <= set(listed)
+    pulled = answer(models(tmp_path, hub, "pull", "base", "--json"))
+    directory = Path(pulled["path"])
+    assert directory == tmp_path / "models" / "whisper" / "base"
+    assert pulled["status"] == "pulled"
+    assert pulled["used_with"] == "VOICE_SERVICE_WHISPER_MODEL_DIR"
+    for file in BASE.files:
+        assert (directory / file.name).stat().st_size == file.size
+        # Asked at the pinned commit, never at a branch.
+        assert [path for method, path, _ in hub.seen if path.endswith(file.name)] == [
+            f"/{BASE.repo}/resolve/{BASE.revision}/{file.name}"
+        ] * 2  # HEAD, then GET
+    receipt = json.loads((directory / "pulled.json").read_text())
+    assert receipt["revision"] == BASE.revision
+    assert receipt["files"]["model.bin"]["sha256"] == BASE.files[1].sha256
+    assert answer(models(tmp_path, hub, "verify", "--json")) == {"base": []}
+    # Pulled again: everything is here and right, nothing is fetched.
+    seen = len(hub.seen)
+    answer(models(tmp_path, hub, "pull", "base", "--json"))
+    assert len(hub.seen) == seen
+
+
+def test_a_download_cut_short_goes_on_from_where_it_stopped(tmp_path: Path, hub: Hub) -> None:
+    hub.cut_after["model.bin"] = 50_000_000
+    answer(models(tmp_path, hub, "pull", "base", "--json"))
+    first, then = hub.gets("model.bin")
+    # The second asks for the rest: from what the client had written of the 50 MB it got.
+    assert first is None and then is not None
+    assert 0 < int(then.removeprefix("bytes=").removesuffix("-")) <= 50_000_000
+    assert answer(models(tmp_path, hub, "verify", "base", "--json")) == {"base": []}
+
+
+def test_an_altered_file_is_named_with_the_command_that_repairs_it(
+    tmp_path: Path, hub: Hub
+) -> None:
+    directory = Path(answer(models(tmp_path, hub, "pull", "base", "--json"))["path"])
+    with (directory / "model.bin").open("r+b") as model:
+        model.seek(1000)
+        byte = model.read(1)
+        model.seek(1000)
+        model.write(bytes([byte[0] ^ 0xFF]))
+    (directory / "vocabulary.txt").write_text("truncated")
+    checked = models(tmp_path, hub, "verify")
+    assert checked.returncode == 1
+    assert checked.stdout.splitlines() == [
+        "base: model.bin has another SHA-256 than the catalogue's; "
+        "repair: voice-service models pull base",
+        "base: vocabulary.txt is 9 bytes, not 459861; repair: voice-service models pull base",
+    ]
+    seen = len(hub.seen)
+    answer(models(tmp_path, hub, "pull", "base", "--json"))
+    fetched = {path.rsplit("/", 1)[1] for method, path, _ in hub.seen[seen:] if method == "GET"}
+    assert fetched == {"model.bin", "vocabulary.txt"}
+    assert answer(models(tmp_path, hub, "verify", "base", "--json")) == {"base": []}
+
+
+def test_a_file_the_hub_serves_otherwise_is_refused_and_removed(
+    tmp_path: Path, base_files: Path
+) -> None:
+    other = tmp_path / "config.json"
+    other.write_text((base_files / "config.json").read_text().replace("}", ' , "x": 1}', 1))
+    files = {(BASE.repo, BASE.revision, f.name): base_files / f.name for f in BASE.files}
+    files[BASE.repo, BASE.revision, "config.json"] = other
+    data_dir = tmp_path / "data"
+    with running_hub(files) as hub:
+        refused = models(data_dir, hub, "pull", "base")
+    assert refused.returncode == 1
+    assert refused.stderr.strip().startswith(
+        f"error: {BASE.repo}@{BASE.revision[:12]}: config.json is"
+    )
+    directory = data_dir / "models" / "whisper" / "base"
+    assert not (directory / "config.json").exists() and not (directory / "pulled.json").exists()
+    assert answer(models(data_dir, hub, "list", "--json"))[1]["status"] == "incomplete"
+
+
+def test_unknown_names_are_refused_with_the_catalogues_names(tmp_path: Path, hub: Hub) -> None:
+    refused = models(tmp_path, hub, "pull", "large-v9")
+    assert refused.returncode == 1
+    assert "no model 'large-v9' in the catalogue; it has: base, large-v3, large-v3-turbo" in (
+        refused.stderr
+    )
+    assert hub.seen == []
+
+
+def test_remove_deletes_a_pulled_model(tmp_path: Path, hub: Hub) -> None:
+    answer(models(tmp_path, hub, "pull", "base", "--json"))
+    assert answer(models(tmp_path, hub, "remove", "base", "--json"))["removed"] is True
+    assert not (tmp_path / "models" / "whisper" / "base").exists()
+    assert answer(models(tmp_path, hub, "remove", "base", "--json"))["removed"] is False
+
+
+def test_a_pulled_whisper_transcribes_a_real_person(tmp_path: Path, hub: Hub) -> None:
+    from voice_service.engines.whisper import WhisperEngine
+
+    directory = Path(answer(models(tmp_path, hub, "pull", "base", "--json"))["path"])
+    clip = real_clips()[0]
+    engine = WhisperEngine(tmp_path, model_dir=directory)
+    edits, words = clip.errors(engine.transcribe(clip.audio, language="en").text)
+    assert edits <= words // 5
