@@ -2,12 +2,14 @@
 Hub's file routes (tests/helpers/hub.py) and serves the packaged Whisper base: the real
 files, at the catalogue's commit, checked by the catalogue's sizes and SHA-256; a download
 cut short resumed; an altered file named with the command that repairs it; files the Hub
-serves otherwise refused; and a pulled model transcribing a real person."""
+serves otherwise refused; export and import with no Hub; and a pulled model transcribing a
+real person."""
 
 from __future__ import annotations
 
 import json
 import subprocess
+import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,15 +38,22 @@ def hub(base_files: Path) -> Iterator[Hub]:
         yield serving
 
 
-def models(data_dir: Path, hub: Hub, *args: str) -> subprocess.CompletedProcess[str]:
+def models(
+    data_dir: Path, hub: Hub | None, *args: str, offline: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """`voice-service models ARGS` on `data_dir`, with `hub` as the Hub; `offline`: as on a
+    machine without one (HF_HUB_OFFLINE)."""
     env = {
         "PATH": "/usr/bin:/bin",
         "HOME": str(data_dir),
         "VOICE_SERVICE_DATA_DIR": str(data_dir),
-        "HF_ENDPOINT": hub.root,
         "HF_HUB_DISABLE_TELEMETRY": "1",
         "NO_PROXY": "127.0.0.1",
     }
+    if hub is not None:
+        env["HF_ENDPOINT"] = hub.root
+    if offline:
+        env["HF_HUB_OFFLINE"] = "1"
     return subprocess.run(  # noqa: S603
         [*CLI, "models", *args], env=env, capture_output=True, text=True, timeout=300
     )
@@ -159,3 +168,44 @@ def test_a_pulled_whisper_transcribes_a_real_person(tmp_path: Path, hub: Hub) ->
     engine = WhisperEngine(tmp_path, model_dir=directory)
     edits, words = clip.errors(engine.transcribe(clip.audio, language="en").text)
     assert edits <= words // 5
+
+
+def test_export_then_import_on_a_machine_without_the_hub(tmp_path: Path, hub: Hub) -> None:
+    connected, air_gapped = tmp_path / "connected", tmp_path / "air-gapped"
+    answer(models(connected, hub, "pull", "base", "--json"))
+    archive = tmp_path / "models.tar"
+    unpulled = models(connected, hub, "export", "tiny", str(archive))
+    assert unpulled.returncode == 1 and "tiny is not pulled here" in unpulled.stderr
+    assert not archive.exists()
+    answer(models(connected, hub, "export", "base", str(archive), "--json"))
+    seen = len(hub.seen)
+    offline = models(air_gapped, hub, "import", str(archive), "--json", offline=True)
+    (imported,) = answer(offline)
+    assert imported["name"] == "base" and imported["status"] == "pulled"
+    assert len(hub.seen) == seen  # nothing asked of any hub
+    assert answer(models(air_gapped, hub, "verify", "--json", offline=True)) == {"base": []}
+
+
+def test_an_archive_holding_anything_else_is_refused_whole(
+    tmp_path: Path, base_files: Path
+) -> None:
+    evil = tmp_path / "evil.tar"
+    with tarfile.open(evil, "w") as tar:
+        tar.add(base_files / "config.json", arcname="whisper/base/config.json")
+        tar.add(base_files / "config.json", arcname="whisper/base/../../../escaped.json")
+    data_dir = tmp_path / "data"
+    refused = models(data_dir, None, "import", str(evil), offline=True)
+    assert refused.returncode == 1
+    assert "'whisper/base/../../../escaped.json' is no model file the catalogue has" in (
+        refused.stderr
+    )
+    assert not (data_dir / "models").exists() and not (tmp_path / "escaped.json").exists()
+    altered = tmp_path / "altered.tar"
+    changed = tmp_path / "config.json"
+    changed.write_bytes((base_files / "config.json").read_bytes().replace(b"{", b"[", 1))
+    with tarfile.open(altered, "w") as tar:
+        tar.add(changed, arcname="whisper/base/config.json")
+    refused = models(data_dir, None, "import", str(altered), offline=True)
+    assert refused.returncode == 1
+    assert "base: config.json has another SHA-256 than the catalogue's; removed" in refused.stderr
+    assert not (data_dir / "models" / "whisper" / "base" / "config.json").exists()

@@ -14,7 +14,8 @@ if TYPE_CHECKING:
     from voice_service.models.catalogue import CatalogueModel
 
 models_app = typer.Typer(
-    help="Models pulled from the Hugging Face Hub: list, pull, verify, remove.", **PLAIN_HELP
+    help="Models pulled from the Hugging Face Hub: list, pull, verify, remove, export, import.",
+    **PLAIN_HELP,
 )
 ModelName = Annotated[str, typer.Argument(metavar="NAME", help="A name `models list` shows.")]
 
@@ -132,3 +133,41 @@ def remove(name: ModelName, as_json: JsonFlag = False) -> None:
     removed = store.remove(_models_dir(), model)
     said = f"Removed {name}" if removed else f"{name} was not pulled"
     emit(as_json, {"name": name, "removed": removed}, said)
+
+
+@models_app.command()
+def export(
+    names: Annotated[list[str], typer.Argument(metavar="NAME", help="Pulled models.")],
+    archive: Annotated[Path, typer.Argument(metavar="FILE", help="The tar file to write.")],
+    as_json: JsonFlag = False,
+) -> None:
+    """Write pulled models into one file, for `models import` on a machine without the
+    Hub."""
+    from voice_service.models import store
+
+    models = [_model(name) for name in names]
+    try:
+        store.export(_models_dir(), models, archive)
+    except store.PullFailed as exc:
+        refuse(str(exc))
+    said = f"Wrote {', '.join(names)} into {archive} ({archive.stat().st_size / 1e9:.2f} GB)"
+    emit(as_json, {"names": names, "file": str(archive), "bytes": archive.stat().st_size}, said)
+
+
+@models_app.command("import")
+def import_models(
+    archive: Annotated[Path, typer.Argument(metavar="FILE", help="What `models export` wrote.")],
+    as_json: JsonFlag = False,
+) -> None:
+    """Take in the models a `models export` file holds, every file checked against the
+    catalogue (no network used)."""
+    from voice_service.models import store
+
+    models_dir = _models_dir()
+    try:
+        models = store.import_archive(models_dir, archive)
+    except store.ImportRefused as exc:
+        refuse(str(exc))
+    rows = [_row(models_dir, model) for model in models]
+    said = "\n".join(f"Imported {row['name']} into {row['path']}" for row in rows)
+    emit(as_json, rows, said)

@@ -8,12 +8,13 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import tarfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final, Literal
 
-from voice_service.models.catalogue import CatalogueModel, ModelFile
+from voice_service.models.catalogue import CatalogueModel, ModelFile, catalogue
 
 RECEIPT: Final = "pulled.json"
 _CHUNK: Final = 1 << 20
@@ -88,6 +89,11 @@ def pull(models_dir: Path, model: CatalogueModel) -> Path:
         if found := _problem(directory, file):
             (directory / file.name).unlink()
             raise PullFailed(f"{model.repo}@{model.revision[:12]}: {found}; removed")
+    _write_receipt(directory, model)
+    return directory
+
+
+def _write_receipt(directory: Path, model: CatalogueModel) -> None:
     receipt = {
         "name": model.name,
         "repo": model.repo,
@@ -96,7 +102,6 @@ def pull(models_dir: Path, model: CatalogueModel) -> Path:
         "pulled_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     (directory / RECEIPT).write_text(json.dumps(receipt, indent=2) + "\n")
-    return directory
 
 
 def remove(models_dir: Path, model: CatalogueModel) -> bool:
@@ -106,3 +111,83 @@ def remove(models_dir: Path, model: CatalogueModel) -> bool:
         return False
     shutil.rmtree(directory)
     return True
+
+
+class ImportRefused(Exception):
+    """An archive that is not what `export` writes, or whose files differ: one line."""
+
+
+def export(models_dir: Path, models: list[CatalogueModel], archive: Path) -> None:
+    """The pulled `models` into one tar file, KIND/NAME/FILE each, for `import_archive` on a
+    machine without the Hub. Refuses (PullFailed) a model that is not pulled."""
+    for model in models:
+        if status(models_dir, model) != "pulled":
+            raise PullFailed(
+                f"{model.name} is not pulled here (voice-service models pull {model.name})"
+            )
+    partial = archive.with_name(archive.name + ".partial")
+    with tarfile.open(partial, "w") as tar:
+        for model in models:
+            directory = model_dir(models_dir, model)
+            for name in [file.name for file in model.files]:
+                tar.add(directory / name, arcname=f"{model.kind}/{model.name}/{name}")
+    partial.replace(archive)
+
+
+def import_archive(models_dir: Path, archive: Path) -> list[CatalogueModel]:
+    """The models an `export` archive holds, each file checked against the catalogue before
+    a byte of it is written, then read back and hashed; receipted. Anything else in the
+    archive (another path, a link, a size the catalogue does not give) refuses it whole."""
+    by_path = {
+        f"{model.kind}/{model.name}/{file.name}": (model, file)
+        for model in catalogue().values()
+        for file in model.files
+    }
+    if not archive.is_file():
+        raise ImportRefused(f"no file {archive}")
+    try:
+        with tarfile.open(archive, "r:") as tar:
+            models = _extract(tar, archive, models_dir, by_path)
+    except tarfile.TarError as exc:
+        raise ImportRefused(f"{archive} is not an archive `models export` wrote: {exc}") from exc
+    for model in models:
+        if found := problems(models_dir, model):
+            for problem in found:
+                (model_dir(models_dir, model) / problem.file).unlink(missing_ok=True)
+            raise ImportRefused(f"{archive}: {model.name}: {found[0]}; removed")
+        _write_receipt(model_dir(models_dir, model), model)
+    return models
+
+
+def _extract(
+    tar: tarfile.TarFile,
+    archive: Path,
+    models_dir: Path,
+    by_path: dict[str, tuple[CatalogueModel, ModelFile]],
+) -> list[CatalogueModel]:
+    """The archive's files written into their models' directories once every member is
+    known to be one: the models it held."""
+    members = tar.getmembers()
+    for member in members:
+        known = by_path.get(member.name)
+        if known is None or not member.isfile():
+            raise ImportRefused(f"{archive}: {member.name!r} is no model file the catalogue has")
+        if member.size != known[1].size:
+            raise ImportRefused(
+                f"{archive}: {member.name} is {member.size} bytes, not {known[1].size}"
+            )
+    models = list(
+        {by_path[member.name][0].name: by_path[member.name][0] for member in members}.values()
+    )
+    for model in models:
+        directory = model_dir(models_dir, model)
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / RECEIPT).unlink(missing_ok=True)
+    for member in members:
+        model, file = by_path[member.name]
+        source = tar.extractfile(member)
+        if source is None:  # not for a regular file, which every member was found to be
+            raise ImportRefused(f"{archive}: {member.name} cannot be read")
+        with source, (model_dir(models_dir, model) / file.name).open("wb") as target:
+            shutil.copyfileobj(source, target, _CHUNK)
+    return models
