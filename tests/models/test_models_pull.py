@@ -209,3 +209,24 @@ def test_an_archive_holding_anything_else_is_refused_whole(
     assert refused.returncode == 1
     assert "base: config.json has another SHA-256 than the catalogue's; removed" in refused.stderr
     assert not (data_dir / "models" / "whisper" / "base" / "config.json").exists()
+
+
+def test_serve_refuses_a_pulled_whisper_cut_short_naming_the_repair(
+    tmp_path: Path, hub: Hub
+) -> None:
+    directory = Path(answer(models(tmp_path, hub, "pull", "base", "--json"))["path"])
+    with (directory / "model.bin").open("r+b") as model:
+        model.truncate(1_000_000)
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "VOICE_SERVICE_DATA_DIR": str(tmp_path),
+        "VOICE_SERVICE_WHISPER_MODEL_DIR": str(directory),
+    }
+    served = subprocess.run(  # noqa: S603
+        [*CLI, "serve", "--port", "0"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert served.returncode == 1
+    assert served.stderr.strip() == (
+        "error: VOICE_SERVICE_WHISPER_MODEL_DIR: model.bin is 1000000 bytes, not 145217532; "
+        "repair: voice-service models pull base"
+    )

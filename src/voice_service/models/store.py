@@ -68,6 +68,27 @@ def _problem(directory: Path, file: ModelFile) -> Problem | None:
     return None
 
 
+def size_problems(directory: Path) -> tuple[str, list[Problem]] | None:
+    """For a directory `pull` or `import_archive` filled: its model's name and each file
+    missing or of another size than its receipt says, without reading any (a node checks
+    this at start); None for a directory without a receipt."""
+    try:
+        receipt = json.loads((directory / RECEIPT).read_text())
+    except (OSError, ValueError):
+        return None
+    files = [
+        ModelFile(name, entry["bytes"], entry["sha256"]) for name, entry in receipt["files"].items()
+    ]
+    found = []
+    for file in files:
+        path = directory / file.name
+        if not path.is_file():
+            found.append(Problem(file.name, "is missing"))
+        elif (size := path.stat().st_size) != file.size:
+            found.append(Problem(file.name, f"is {size} bytes, not {file.size}"))
+    return str(receipt["name"]), found
+
+
 def pull(models_dir: Path, model: CatalogueModel) -> Path:
     """The model's files fetched where they are missing or differ, checked, and receipted:
     its directory. A file the Hub serves otherwise than the catalogue says is removed, and
