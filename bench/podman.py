@@ -17,9 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
-
-from bench.procs import free_port
+from bench.procs import answers_ready, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGE = "localhost/voice-service:test"
@@ -206,10 +204,7 @@ def _first_json(podman: Podman, name: str) -> dict[str, str]:
 def _wait_ready(podman: Podman, name: str, root: str) -> None:
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{root}/readyz").status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
+        if answers_ready(root):
+            return
         time.sleep(0.05)
     raise AssertionError(f"{name} never became ready: {logs(podman, name)[1][-3000:]}")

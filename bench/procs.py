@@ -179,15 +179,20 @@ def _first_json(path: Path, process: subprocess.Popen[bytes], deadline: float) -
     raise RuntimeError(f"serve printed no JSON (exit {process.poll()})")
 
 
+def answers_ready(root: str) -> bool:
+    """Whether the node at `root` answers /readyz with a 200 now."""
+    try:
+        return httpx.get(f"{root}/readyz", timeout=5).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
 def _wait_ready(server: Server, deadline: float, err_path: Path) -> None:
     while time.monotonic() < deadline:
         if server.process.poll() is not None:
             raise RuntimeError(f"server exited: {err_path.read_text()[-2000:]}")
-        try:
-            if httpx.get(f"{server.root}/readyz", timeout=5).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
+        if answers_ready(server.root):
+            return
         time.sleep(0.05)
     raise RuntimeError("the server never became ready")
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-import httpx
+from bench.procs import answers_ready
 
 from tests.helpers.ports import free_port
 
@@ -87,11 +87,8 @@ def _read_json(stream: IO[str] | None, deadline: float) -> dict[str, str]:
 
 def _wait_ready(root: str, deadline: float) -> None:
     while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{root}/readyz").status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
+        if answers_ready(root):
+            return
         time.sleep(0.3)
     raise AssertionError("the server never became ready")
 
