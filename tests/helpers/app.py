@@ -63,6 +63,35 @@ async def postgres_rows(
 
 
 @asynccontextmanager
+async def postgres_row_locked(
+    database_url: str, table: str, row_id: str
+) -> AsyncIterator[Callable[[int], Awaitable[None]]]:
+    """The row of `table` with id `row_id` locked (FOR UPDATE) by a transaction of its own
+    until the block ends. Inside, `await waiting(n)` returns once `n` other sessions of the
+    database wait for a lock in a statement naming `table`: the server's own evidence of
+    where each has got to."""
+    async with _postgres(database_url) as holder, holder.transaction():
+        await holder.execute(f"SELECT 1 FROM {table} WHERE id = $1 FOR UPDATE", row_id)  # noqa: S608
+
+        async def waiting(count: int) -> None:
+            async with asyncio.timeout(60):
+                while True:
+                    waiters = await holder.fetchval(
+                        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                        "AND pid <> pg_backend_pid() AND wait_event_type = 'Lock' "
+                        "AND query ILIKE $1",
+                        f"%{table}%",
+                    )
+                    if waiters >= count:
+                        return
+                    # Statistics are read once a transaction, and this one is still open.
+                    await holder.execute("SELECT pg_stat_clear_snapshot()")
+                    await asyncio.sleep(0.01)
+
+        yield waiting
+
+
+@asynccontextmanager
 async def _postgres(database_url: str) -> AsyncIterator[Any]:
     import asyncpg
 

@@ -17,7 +17,7 @@ from saq.job import Status
 from sqlalchemy import select
 
 from tests.helpers.api import assert_error, usage_units
-from tests.helpers.app import Tenant, Tenants, running
+from tests.helpers.app import Tenant, Tenants, postgres_row_locked, running
 from tests.helpers.jobs import conversation, one_recording, settled, submit, wav_bytes
 from voice_service.app import create_app
 from voice_service.audio.pieces import PieceCutter
@@ -207,7 +207,17 @@ async def test_concurrent_deletes_of_a_job_under_way_cancel_it_and_keep_it(
     await app.state.context.jobs.stop()  # no worker takes it: it stays under way, queued
     job = (await submit(client, capped, wav_bytes(one_recording()))).json()
     url = f"/transcription-jobs/{job['id']}"
-    answers = await asyncio.gather(*(client.delete(url, headers=tenant.headers) for _ in "abc"))
+    deletes = asyncio.gather(*(client.delete(url, headers=tenant.headers) for _ in "abc"))
+    database = app.state.context.settings.resolved_database_url
+    if database.startswith("postgresql"):
+        # Each DELETE has found the job under way once all three wait at their cancel's
+        # UPDATE for the row this test holds: none can have read it ended.
+        async with postgres_row_locked(database, "transcription_jobs", job["id"]) as waiting:
+            asked = asyncio.ensure_future(deletes)
+            await waiting(3)
+        answers = await asked
+    else:  # SQLite in this process: the three have always read before the first write
+        answers = await deletes
     # Each asked while it was under way: one cancelled it, and each answers it cancelled.
     assert [answer.status_code for answer in answers] == [200, 200, 200], answers
     assert [answer.json()["status"] for answer in answers] == ["cancelled"] * 3
