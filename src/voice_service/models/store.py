@@ -29,7 +29,7 @@ class PullFailed(Exception):
 @dataclass(frozen=True, slots=True)
 class Problem:
     file: str
-    what: str  # "missing", "is N bytes, not M", "has another SHA-256"
+    what: str  # "is missing", "is N bytes, not M", "has another SHA-256 than ..."
 
     def __str__(self) -> str:
         return f"{self.file} {self.what}"
@@ -52,13 +52,17 @@ def problems(models_dir: Path, model: CatalogueModel) -> list[Problem]:
     return [found for file in model.files if (found := _problem(directory, file))]
 
 
-def _problem(directory: Path, file: ModelFile) -> Problem | None:
+def _problem(directory: Path, file: ModelFile, *, hashed: bool = True) -> Problem | None:
+    """What is wrong with `file` in `directory`: its presence, its size and, when `hashed`,
+    its SHA-256 (the whole file read)."""
     path = directory / file.name
     if not path.is_file():
         return Problem(file.name, "is missing")
     size = path.stat().st_size
     if size != file.size:
         return Problem(file.name, f"is {size} bytes, not {file.size}")
+    if not hashed:
+        return None
     digest = hashlib.sha256()
     with path.open("rb") as stream:
         while chunk := stream.read(_CHUNK):
@@ -74,19 +78,14 @@ def size_problems(directory: Path) -> tuple[str, list[Problem]] | None:
     this at start); None for a directory without a receipt."""
     try:
         receipt = json.loads((directory / RECEIPT).read_text())
-    except (OSError, ValueError):
-        return None
-    files = [
-        ModelFile(name, entry["bytes"], entry["sha256"]) for name, entry in receipt["files"].items()
-    ]
-    found = []
-    for file in files:
-        path = directory / file.name
-        if not path.is_file():
-            found.append(Problem(file.name, "is missing"))
-        elif (size := path.stat().st_size) != file.size:
-            found.append(Problem(file.name, f"is {size} bytes, not {file.size}"))
-    return str(receipt["name"]), found
+        name = str(receipt["name"])
+        files = [
+            ModelFile(path, int(entry["bytes"]), "") for path, entry in receipt["files"].items()
+        ]
+    except (OSError, ValueError, LookupError, TypeError, AttributeError):
+        return None  # none, or not one that `pull` wrote
+    found = [problem for file in files if (problem := _problem(directory, file, hashed=False))]
+    return name, found
 
 
 def pull(models_dir: Path, model: CatalogueModel) -> Path:
