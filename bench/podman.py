@@ -51,7 +51,11 @@ class Podman:
         conf.write_text(CONTAINERS_CONF)
         self.env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "CONTAINERS_CONF": str(conf)}
 
-    def __call__(self, *args: str, timeout: float = 120) -> str:
+    def run(
+        self, *args: str, check: bool = True, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        """`podman ARGS`, its output captured; with `check`, one that fails is an error
+        quoting podman's own words."""
         done = subprocess.run(
             [self.binary, *args],
             env=self.env,
@@ -60,16 +64,14 @@ class Podman:
             timeout=timeout,
             check=False,
         )
-        assert done.returncode == 0, f"podman {' '.join(args)}: {done.stderr[-3000:]}"
-        return done.stdout
+        assert not check or done.returncode == 0, f"podman {' '.join(args)}: {done.stderr[-3000:]}"
+        return done
+
+    def __call__(self, *args: str, timeout: float = 120) -> str:
+        return self.run(*args, timeout=timeout).stdout
 
     def has_image(self, name: str) -> bool:
-        return (
-            subprocess.run(
-                [self.binary, "image", "exists", name], env=self.env, check=False
-            ).returncode
-            == 0
-        )
+        return self.run("image", "exists", name, check=False).returncode == 0
 
     def size(self, name: str) -> int:
         return int(json.loads(self("image", "inspect", name))[0]["Size"])
@@ -173,19 +175,12 @@ def running_container(
         _wait_ready(podman, name, root)
         yield Container(name, root, first)
     finally:
-        subprocess.run(
-            [podman.binary, "rm", "--force", "--time=0", name],
-            env=podman.env,
-            capture_output=True,
-            check=False,
-        )
+        podman.run("rm", "--force", "--time=0", name, check=False)
 
 
 def logs(podman: Podman, name: str) -> tuple[str, str]:
     """What the container wrote to its stdout and its stderr."""
-    done = subprocess.run(
-        [podman.binary, "logs", name], env=podman.env, capture_output=True, text=True, check=True
-    )
+    done = podman.run("logs", name)
     return done.stdout, done.stderr
 
 
