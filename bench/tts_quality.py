@@ -134,9 +134,9 @@ def _speak(
 def _transcribe(
     engines: Engines, meter: CpuMeter, audio: npt.NDArray[np.float32], language: str
 ) -> str:
-    assert engines.transcriber is not None, "the benchmark loads the local Whisper"
+    assert engines.transcribers is not None, "the benchmark loads the local Whisper"
     started = time.process_time()
-    stream = engines.transcriber.stream(audio, TranscribeOptions(language=language))
+    stream = engines.transcribers.model(None).stream(audio, TranscribeOptions(language=language))
     text = " ".join(segment.text for segment in stream.segments).strip()
     # English may take the service's English-only fast path, so it is costed apart.
     engine = f"{engines.transcriber_name}_{'en' if language == 'en' else 'other'}"

@@ -13,6 +13,7 @@ from fastapi import APIRouter, FastAPI
 
 from voice_service.accounts.password_checks import PasswordChecks
 from voice_service.api.cloning import router as cloning_router
+from voice_service.api.models import router as models_router
 from voice_service.api.request_log import router as requests_router
 from voice_service.api.speech import router as speech_router
 from voice_service.api.transcription import router as transcription_router
@@ -32,6 +33,7 @@ from voice_service.console.headers import ConsoleHeadersMiddleware
 from voice_service.inference.engines import Engines, load_announced
 from voice_service.inference.pool import InferencePool
 from voice_service.inference.providers.table import Providers
+from voice_service.inference.transcribers import unload_idle_forever
 from voice_service.jobs.worker import JobWorkers
 from voice_service.kit import cluster
 from voice_service.kit.blobs import blob_store
@@ -186,6 +188,11 @@ async def _lifespan(
         expire_forever(context.sessions, context.blobs, context.books.clock),
         name="idempotency-expiry",
     )
+    unloading = None
+    if loaded.transcribers is not None:
+        unloading = asyncio.create_task(
+            unload_idle_forever(loaded.transcribers), name="idle-model-unloads"
+        )
     # What start-up made (models, modules, the catalogue) lives as long as the process:
     # out of the collector's sight, a full collection no longer walks it all again (it
     # showed in a cached GET /voices' time). Garbage is collected first, or it would be
@@ -212,6 +219,8 @@ async def _lifespan(
     finally:
         await wyoming.stop(settings.drain_timeout_seconds)
         expiry.cancel()
+        if unloading is not None:
+            unloading.cancel()
         await context.jobs.stop()
         await context.deliveries.stop()
         await context.tenancy.stop()
@@ -234,6 +243,7 @@ def _include_routers(app: FastAPI) -> None:
     api.include_router(jobs_router)
     api.include_router(webhooks_router)
     api.include_router(voices_router)
+    api.include_router(models_router)
     api.include_router(cloning_router)
     api.include_router(usage_router)
     api.include_router(requests_router)

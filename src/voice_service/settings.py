@@ -10,11 +10,15 @@ from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BeforeValidator, Field
+from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from voice_service.core.vocabulary import Capability
 from voice_service.engines.catalog import engine_names, engines_help, parse_engine_list
+from voice_service.models.catalogue import catalogue
+
+# What WHISPER_MODELS calls the model in WHISPER_MODEL_DIR.
+CUSTOM_WHISPER = "custom"
 
 _KEY_ID = re.compile(r"key_[0-9a-f]{24}")  # as core.ids.new_id makes them
 
@@ -25,6 +29,19 @@ def _tts_engines(value: str) -> str:
 
 def _stt_engines(value: str) -> str:
     return ",".join(parse_engine_list(value, Capability.SPEECH_TO_TEXT))
+
+
+def _whisper_models(value: str) -> str:
+    names = tuple(dict.fromkeys(name.strip() for name in value.split(",") if name.strip()))
+    known = [name for name, model in catalogue().items() if model.kind == "whisper"]
+    unknown = [name for name in names if name not in (*known, CUSTOM_WHISPER)]
+    if unknown:
+        raise ValueError(
+            f"{', '.join(unknown)}: not a Whisper model of the catalogue; name any of "
+            f"{', '.join(known)} (pulled with `voice-service models pull`), or "
+            f"{CUSTOM_WHISPER} for WHISPER_MODEL_DIR, comma-separated, the default first"
+        )
+    return ",".join(names)
 
 
 def _empty_as_none(value: str | None) -> str | None:
@@ -226,7 +243,29 @@ class Settings(BaseSettings):
     )
     whisper_model_dir: Path | None = Field(
         None,
-        description="A CTranslate2 Whisper model to use instead of the packaged base model.",
+        description="A CTranslate2 Whisper model you converted yourself: WHISPER_MODELS "
+        f"calls it {CUSTOM_WHISPER}, and it is the default model when WHISPER_MODELS is unset.",
+    )
+    whisper_models: Annotated[str, AfterValidator(_whisper_models)] = Field(
+        "",
+        description="The Whisper models this node offers, comma-separated, the default first; "
+        "a request chooses another by `model` (`model_id` on the native routes). Each must "
+        f"be pulled (`voice-service models pull NAME`) but base, which is packaged; "
+        f"{CUSTOM_WHISPER} is WHISPER_MODEL_DIR's. Default: {CUSTOM_WHISPER} when "
+        "WHISPER_MODEL_DIR is set, else base.",
+    )
+    model_memory_mb: int = Field(
+        4096,
+        ge=1,
+        description="The most speech-to-text models a node holds loaded at once, by their "
+        "files' size in MB: loading another unloads the least recently used idle one first "
+        "(a request that finds every one in use is answered 502 with Retry-After).",
+    )
+    model_idle_seconds: float = Field(
+        600.0,
+        gt=0,
+        description="A speech-to-text model other than the default that no request has used "
+        "for this long is unloaded.",
     )
     models_dir: Annotated[Path | None, BeforeValidator(_empty_as_none)] = Field(
         None,
@@ -451,6 +490,14 @@ class Settings(BaseSettings):
         "take (replayed when it is back).",
     )
 
+    @model_validator(mode="after")
+    def _custom_needs_its_directory(self) -> Settings:
+        if CUSTOM_WHISPER in self.whisper_model_names and self.whisper_model_dir is None:
+            raise ValueError(
+                f"WHISPER_MODELS names {CUSTOM_WHISPER}, and WHISPER_MODEL_DIR is not set"
+            )
+        return self
+
     @property
     def tts_engine_names(self) -> tuple[str, ...]:
         return tuple(name for name in self.tts_engines.split(",") if name)
@@ -458,6 +505,13 @@ class Settings(BaseSettings):
     @property
     def stt_engine_names(self) -> tuple[str, ...]:
         return tuple(name for name in self.stt_engines.split(",") if name)
+
+    @property
+    def whisper_model_names(self) -> tuple[str, ...]:
+        """The models offered, the default first."""
+        if self.whisper_models:
+            return tuple(self.whisper_models.split(","))
+        return (CUSTOM_WHISPER,) if self.whisper_model_dir is not None else ("base",)
 
     @property
     def webhook_retries(self) -> tuple[int, ...]:

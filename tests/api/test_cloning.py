@@ -335,7 +335,7 @@ def mp3_rate(data: bytes) -> int:
 def restarted(engines: Engines, *names: str) -> Engines:
     """A node started afresh with the TTS engines `names`: its cloner knows no clone."""
     speakers = {name: engines.speakers[name] for name in names}
-    return Engines(speakers, engines.transcriber, load_cloner(speakers))
+    return Engines(speakers, engines.transcribers, load_cloner(speakers))
 
 
 async def test_the_chosen_base_is_stored_and_speaks_after_a_restart(

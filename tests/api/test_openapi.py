@@ -47,6 +47,8 @@ OPERATIONS = {
         "429",
         "502",
     },
+    # Issue 53: the transcription models a request may name.
+    ("/models", "get"): {"200", "401", "403", "429"},
     # Issue 35: long recordings as jobs.
     ("/transcription-jobs", "post"): {"202", "400", "401", "403", "409", "413", "415", "429"},
     ("/transcription-jobs", "get"): {"200", "400", "401", "403", "429"},

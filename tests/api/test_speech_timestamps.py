@@ -116,9 +116,13 @@ async def test_words_start_near_where_whisper_hears_them(
     audio = pcm.astype(np.float32) / 32768.0
     check_shape(body["alignment"], text, audio.size / 16_000)
 
-    assert engines.transcriber is not None
+    assert engines.transcribers is not None
     options = TranscribeOptions(language=language, word_timestamps=True, timestamps=True)
-    heard = [word for s in engines.transcriber.stream(audio, options).segments for word in s.words]
+    heard = [
+        word
+        for s in engines.transcribers.model(None).stream(audio, options).segments
+        for word in s.words
+    ]
     ours = word_starts(text, body["alignment"])
     assert len(heard) == len(ours), [w.word for w in heard]
     right = sum(plain(w.word) == plain(word) for w, (word, _) in zip(heard, ours, strict=True))

@@ -184,10 +184,11 @@ async def test_status_filter_and_one_request(
         "bytes_sent",  # null: not a stream
         "replayed",  # an idempotent retry's stored answer
         "resource_id",  # what it made that outlives it (a transcription job)
+        "model",  # the transcription model that heard it: none here
         "units",  # what it was billed: nothing, for a failure
         "billed_endpoint",
     }
-    assert one["bytes_sent"] is None and one["replayed"] is False
+    assert one["bytes_sent"] is None and one["replayed"] is False and one["model"] is None
     assert (one["units"], one["billed_endpoint"]) == (0, None)
 
 

@@ -399,12 +399,21 @@ class Key:
 
 class Cluster:
     """`nodes` nodes on a fresh database (through `pg`) and Redis db `redis_db` (through
-    `redis`). Use as a context manager: everything is torn down, whatever happened."""
+    `redis`), with `settings` besides the harness's (names as `Settings` has them). Use as a
+    context manager: everything is torn down, whatever happened."""
 
-    def __init__(self, directory: Path, redis_db: int, nodes: int = NODES) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        redis_db: int,
+        nodes: int = NODES,
+        *,
+        settings: dict[str, str] | None = None,
+    ) -> None:
         self.directory = directory
         self.redis_db = redis_db
         self.node_count = nodes
+        self.settings = settings or {}
         self.nodes: list[Node] = []
         self._stack = ExitStack()
 
@@ -444,6 +453,7 @@ class Cluster:
                 self.directory / f"node{index}" / "data",
                 proxied.render_as_string(hide_password=False),
                 f"redis://127.0.0.1:{self.redis.port}/{self.redis_db}",
+                **self.settings,
             )
             node = Node(f"node{index}", env, self.directory / f"node{index}", WORKERS)
             self.nodes.append(node)

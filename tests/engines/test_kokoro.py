@@ -45,7 +45,7 @@ def kokoro(engines: Engines) -> KokoroEngine:
 
 
 def heard(engines: Engines, pcm: Pcm, language: str) -> str:
-    stream = engines.transcriber.stream(to_16k(pcm), TranscribeOptions(language))
+    stream = engines.transcribers.model(None).stream(to_16k(pcm), TranscribeOptions(language))
     return " ".join(segment.text for segment in stream.segments)
 
 

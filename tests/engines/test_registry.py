@@ -50,7 +50,7 @@ def test_the_settings_are_checked_deduplicated_and_may_be_empty(tmp_path: Path) 
 def test_a_node_without_local_engines_loads_none(tmp_path: Path) -> None:
     light = Engines.load(Settings(data_dir=tmp_path, tts_engines="", stt_engines=""))
     assert light.speakers == {}
-    assert light.transcriber is None
+    assert light.transcribers is None
     assert light.cloner is None
     assert light.catalogue() == []
 

@@ -10,58 +10,12 @@ from __future__ import annotations
 import json
 import subprocess
 import tarfile
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import pytest
+from bench.hub import BASE, Hub, answer, models, running_hub
 from bench.speech_set import real_clips
 
-from tests.helpers.hub import Hub, running_hub
 from tests.helpers.servers import CLI
-from voice_service.engines.whisper import prepare_base_model
-from voice_service.models.catalogue import catalogue
-
-BASE = catalogue()["base"]
-
-
-@pytest.fixture(scope="module")
-def base_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The packaged Whisper base, joined: the files Systran/faster-whisper-base holds."""
-    return prepare_base_model(tmp_path_factory.mktemp("packaged"))
-
-
-@pytest.fixture
-def hub(base_files: Path) -> Iterator[Hub]:
-    files = {(BASE.repo, BASE.revision, f.name): base_files / f.name for f in BASE.files}
-    with running_hub(files) as serving:
-        yield serving
-
-
-def models(
-    data_dir: Path, hub: Hub | None, *args: str, offline: bool = False
-) -> subprocess.CompletedProcess[str]:
-    """`voice-service models ARGS` on `data_dir`, with `hub` as the Hub; `offline`: as on a
-    machine without one (HF_HUB_OFFLINE)."""
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "HOME": str(data_dir),
-        "VOICE_SERVICE_DATA_DIR": str(data_dir),
-        "HF_HUB_DISABLE_TELEMETRY": "1",
-        "NO_PROXY": "127.0.0.1",
-    }
-    if hub is not None:
-        env["HF_ENDPOINT"] = hub.root
-    if offline:
-        env["HF_HUB_OFFLINE"] = "1"
-    return subprocess.run(  # noqa: S603
-        [*CLI, "models", *args], env=env, capture_output=True, text=True, timeout=300
-    )
-
-
-def answer(done: subprocess.CompletedProcess[str]) -> Any:
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout)
 
 
 def test_pull_fetches_the_pinned_files_checks_them_and_lists_the_model(
@@ -74,7 +28,7 @@ def test_pull_fetches_the_pinned_files_checks_them_and_lists_the_model(
     directory = Path(pulled["path"])
     assert directory == tmp_path / "models" / "whisper" / "base"
     assert pulled["status"] == "pulled"
-    assert pulled["used_with"] == "VOICE_SERVICE_WHISPER_MODEL_DIR"
+    assert pulled["used_with"] == "VOICE_SERVICE_WHISPER_MODELS"
     for file in BASE.files:
         assert (directory / file.name).stat().st_size == file.size
         # Asked at the pinned commit, never at a branch.
@@ -211,22 +165,34 @@ def test_an_archive_holding_anything_else_is_refused_whole(
     assert not (data_dir / "models" / "whisper" / "base" / "config.json").exists()
 
 
+def serve_refusal(data_dir: Path, whisper_models: str) -> str:
+    """What `serve` says as it refuses to start with `whisper_models` offered."""
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "VOICE_SERVICE_DATA_DIR": str(data_dir),
+        "VOICE_SERVICE_WHISPER_MODELS": whisper_models,
+    }
+    served = subprocess.run(  # noqa: S603
+        [*CLI, "serve", "--port", "0"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert served.returncode == 1
+    return served.stderr.strip()
+
+
 def test_serve_refuses_a_pulled_whisper_cut_short_naming_the_repair(
     tmp_path: Path, hub: Hub
 ) -> None:
     directory = Path(answer(models(tmp_path, hub, "pull", "base", "--json"))["path"])
     with (directory / "model.bin").open("r+b") as model:
         model.truncate(1_000_000)
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "VOICE_SERVICE_DATA_DIR": str(tmp_path),
-        "VOICE_SERVICE_WHISPER_MODEL_DIR": str(directory),
-    }
-    served = subprocess.run(  # noqa: S603
-        [*CLI, "serve", "--port", "0"], env=env, capture_output=True, text=True, timeout=120
+    assert serve_refusal(tmp_path, "base") == (
+        "error: VOICE_SERVICE_WHISPER_MODELS: the base model's model.bin is 1000000 bytes, "
+        "not 145217532; repair: voice-service models pull base"
     )
-    assert served.returncode == 1
-    assert served.stderr.strip() == (
-        "error: VOICE_SERVICE_WHISPER_MODEL_DIR: model.bin is 1000000 bytes, not 145217532; "
-        "repair: voice-service models pull base"
+
+
+def test_serve_refuses_a_model_it_was_told_to_offer_and_does_not_have(tmp_path: Path) -> None:
+    assert serve_refusal(tmp_path, "base,large-v3-turbo") == (
+        "error: VOICE_SERVICE_WHISPER_MODELS: large-v3-turbo is not pulled into "
+        f"{tmp_path / 'models' / 'whisper'}; run: voice-service models pull large-v3-turbo"
     )

@@ -66,7 +66,7 @@ async def heard_live(
     and more audio), until one turn of it is completed (or until it is all sent, then the
     session `finish`ed, as when its node stops); each piece sent once the session has
     nothing running, so that what it decodes is the same on every machine."""
-    whisper = engines.transcriber
+    whisper = engines.transcribers.model(None)
     assert whisper is not None
     heard = Heard([], [])
 
@@ -86,7 +86,9 @@ async def heard_live(
     async def take(_seconds: object) -> None:
         pass
 
-    session = TranscriptionSession(send, transcribe, lambda language: language, take, lambda: True)
+    session = TranscriptionSession(
+        send, transcribe, lambda language: language, take, lambda: True, parse_model=lambda _: None
+    )
     settings: dict[str, Any] = {"transcription": {"language": "en"}}
     if detection is not None:
         settings["turn_detection"] = {"type": "server_vad", **detection}
@@ -121,8 +123,8 @@ async def heard_live(
 
 
 def batch(engines: Engines, audio: npt.NDArray[np.float32]) -> str:
-    assert engines.transcriber is not None
-    stream = engines.transcriber.stream(audio, TranscribeOptions(language="en"))
+    assert engines.transcribers is not None
+    stream = engines.transcribers.model(None).stream(audio, TranscribeOptions(language="en"))
     return " ".join(segment.text for segment in stream.segments)
 
 

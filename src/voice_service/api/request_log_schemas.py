@@ -29,6 +29,11 @@ class LoggedRequest(BaseModel):
         "null for most requests.",
         examples=["job_8d2e4f6a1b3c5d7e9f0a1b2c"],
     )
+    model: str | None = Field(
+        description="The transcription model that heard its audio, or provider:NAME for "
+        "a provider's; null for requests that transcribe nothing.",
+        examples=["large-v3-turbo"],
+    )
     units: int = Field(
         description="The units billed for this request, as /usage counts them: 0 when it "
         "was not billed (a failure, a replay), a WebSocket session's once it ended.",
@@ -53,6 +58,7 @@ class LoggedRequest(BaseModel):
             bytes_sent=row.bytes_sent,
             replayed=row.replayed,
             resource_id=row.resource_id,
+            model=row.model,
             units=billed.units,
             billed_endpoint=billed.endpoint,
         )

@@ -17,7 +17,9 @@ from voice_service.transcription.known_speakers import (
 from voice_service.transcription.schemas import Transcript, TranscriptSegment, segment_fields
 from voice_service.transcription.service import (
     known_languages,
+    offered_models,
     parse_language,
+    parse_model,
     transcribe_upload,
 )
 from voice_service.web.deps import Context, IdempotencyKey, RequestLedger, require
@@ -38,6 +40,12 @@ _BODY = multipart_request_body(
             "type": "string",
             "description": "ISO 639-1 hint (e.g. en). Omit it to detect the language.",
             "examples": ["en"],
+        },
+        "model_id": {
+            "type": "string",
+            "description": "One of the node's transcription models (GET /models lists "
+            "them); omit it for the default.",
+            "examples": ["large-v3-turbo"],
         },
         "timestamps": {
             "type": "string",
@@ -61,6 +69,7 @@ async def _transcribe(
     ) as upload:
         fields = upload.fields
         language = parse_language(fields.get("language"), known_languages(context))
+        model = parse_model(fields.get("model_id"), offered_models(context), "model_id")
         timed = bool(fields.get("timestamps"))
         words = word_timestamps(fields.get("timestamps"))
         speakers = speaker_hints(fields)
@@ -77,7 +86,9 @@ async def _transcribe(
             ledger,
             endpoint,
             upload.path,
-            TranscribeOptions(language=language, timestamps=timed, word_timestamps=words),
+            TranscribeOptions(
+                language=language, timestamps=timed, word_timestamps=words, model=model
+            ),
             speakers=speakers,
             known=known,
         )

@@ -71,6 +71,12 @@ _BODY = multipart_request_body(
             "the first speech.",
             "examples": ["en"],
         },
+        "model_id": {
+            "type": "string",
+            "description": "One of the node's transcription models (GET /models lists "
+            "them); omit it for the default.",
+            "examples": ["large-v3-turbo"],
+        },
         "timestamps": {
             "type": "string",
             "enum": ["segment", "word"],
@@ -201,7 +207,8 @@ def _url_fields(body: bytes) -> tuple[str, list[tuple[str, str]]]:
     """The JSON body's URL, and its other fields as the multipart form would give them."""
     given = parse_json_body(body, JobFromUrl)
     fields: list[tuple[str, str]] = []
-    for name in ("language", "timestamps", "billed_as", "webhook_url", *SPEAKER_FIELDS):
+    fields_given = ("language", "model_id", "timestamps", "billed_as", "webhook_url")
+    for name in (*fields_given, *SPEAKER_FIELDS):
         value = getattr(given, name)
         if value is not None:
             fields.append((name, str(value)))

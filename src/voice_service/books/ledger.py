@@ -77,6 +77,7 @@ class Ledger:
         "_error_code",
         "_hold",
         "_key",
+        "_model",
         "_replayed",
         "_resource_id",
         "_settled",
@@ -119,6 +120,7 @@ class Ledger:
         self._key: KeyHold | None = None  # the Idempotency-Key this request runs
         self._replayed = False  # answered with a key's stored answer
         self._resource_id: str | None = None
+        self._model: str | None = None
         self._status: int | None = None  # of its row
         self._settled = False  # its row is written (or being written)
         self._streaming = False  # a stream writes its row when it ends
@@ -128,6 +130,10 @@ class Ledger:
     def made(self, resource_id: str) -> None:
         """The request made this (a job), which its row names."""
         self._resource_id = resource_id
+
+    def heard_by(self, model: str) -> None:
+        """The transcription model (or "provider:NAME") that heard the request's audio."""
+        self._model = model
 
     def admit(self, principal: Principal) -> None:
         """From here on the request is the key's organization's: logged and billed as such."""
@@ -338,6 +344,7 @@ class Ledger:
             bytes_sent=bytes_sent,
             replayed=self._replayed,
             resource_id=self._resource_id,
+            model=self._model,
         )
 
 

@@ -91,7 +91,7 @@ def pull(name: ModelName, as_json: JsonFlag = False) -> None:
         as_json,
         row,
         f"Pulled {model.name} ({model.repo} at {model.revision[:12]}) into {row['path']}\n"
-        f"Use it: {row['used_with']}={row['path']}",
+        f"Offer it: add {model.name} to {row['used_with']} (the first is the default)",
     )
 
 

@@ -128,20 +128,16 @@ def _settings(workers: int | None) -> Settings:
 
 
 def _check_files(settings: Settings) -> None:
-    """Each process reads the providers file, loads the speaker model and the Whisper model
+    """Each process reads the providers file, loads the speaker model and the Whisper models
     again; a mistake in one is one line here, before the port."""
-    if settings.whisper_model_dir is not None:
-        from voice_service.models.store import size_problems
+    if settings.stt_engine_names:
+        from voice_service.inference.transcribers import ModelChoice, start_problem
 
-        pulled = size_problems(settings.whisper_model_dir)
-        if pulled is not None and pulled[1]:
-            name, (problem, *_) = pulled
-            typer.echo(
-                f"error: VOICE_SERVICE_WHISPER_MODEL_DIR: {problem}; "
-                f"repair: voice-service models pull {name}",
-                err=True,
-            )
-            raise typer.Exit(1)
+        for name in settings.whisper_model_names:
+            choice = ModelChoice.of(name, settings.resolved_models_dir, settings.whisper_model_dir)
+            if problem := start_problem(choice):
+                typer.echo(f"error: VOICE_SERVICE_WHISPER_MODELS: {problem}", err=True)
+                raise typer.Exit(1)
     if settings.providers_file is not None:
         from voice_service.inference.providers.config import ProvidersFileError, load_providers
 

@@ -133,6 +133,15 @@ class NodeBusy(ProviderError):
         super().__init__(headers={"Retry-After": str(retry_after_seconds)})
 
 
+class ModelsInUse(NodeBusy):
+    # Refused before any work: the model asked for is not loaded, and the models that fill
+    # the node's memory budget are all in use. They are released within a transcription.
+    default_message = (
+        "This node's memory for models is taken by models in use. "
+        "The request is safe to retry; Retry-After says when."
+    )
+
+
 class ClientClosedRequest(ApiError):
     # Never sent: the client is gone. It names the request-log row of a request abandoned
     # before its answer; 499 and the name are nginx's, which operators already know.

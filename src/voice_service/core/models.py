@@ -160,6 +160,8 @@ class RequestLogEntry(Base):
     replayed: Mapped[bool] = mapped_column(default=False, server_default=false())
     # What the request made that outlives it, for a customer to find (a job's id).
     resource_id: Mapped[str | None] = mapped_column(String(40))
+    # The transcription model that heard it ("large-v3-turbo"), or "provider:NAME".
+    model: Mapped[str | None] = mapped_column(String(64))
 
 
 class UsageRecord(Base):
@@ -360,6 +362,7 @@ class TranscriptionJob(Base):
     status: Mapped[str] = mapped_column(String(16))
     endpoint: Mapped[str] = mapped_column(String(40))  # what its usage is billed under
     language: Mapped[str | None] = mapped_column(String(8))  # asked for, or detected
+    model: Mapped[str | None] = mapped_column(String(64))  # asked for; None: the default
     word_timestamps: Mapped[bool] = mapped_column(default=False)
     # Told apart when asked: SpeakerHints.given() ({} for none); None: not diarized.
     speakers: Mapped[dict[str, Any] | None] = mapped_column(JSON)

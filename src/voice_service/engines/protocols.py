@@ -170,6 +170,9 @@ class TranscribeOptions:
     # name their speakers), with their number where known. This node's Whisper does not.
     diarize: bool = False
     num_speakers: int | None = None
+    # Which of the node's models decodes (None: its default): the resolver reads it, the
+    # engines do not.
+    model: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

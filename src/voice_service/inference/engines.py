@@ -1,5 +1,5 @@
 """The engines a node runs in its own process, loaded once at start and shared by every
-request.
+request (its speech-to-text models are loaded as requests name them: `transcribers`).
 
 Which ones is the operator's choice among the catalogue's entries (`engines.catalog`); each
 engine's module is imported only when it is loaded. Text-to-speech engines are found by the
@@ -8,11 +8,13 @@ prefix of a voice key ("piper:en_US-joe-medium" is Piper's).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
 from voice_service.engines.catalog import (
@@ -31,6 +33,7 @@ from voice_service.engines.protocols import (
     UnknownVoice,
     VoiceCloner,
 )
+from voice_service.inference.transcribers import ModelChoice, Transcribers
 from voice_service.settings import Settings
 
 if TYPE_CHECKING:
@@ -54,7 +57,7 @@ class SpokenChunk:
 @dataclass(frozen=True, slots=True)
 class Engines:
     speakers: Mapping[str, TextToSpeech]  # by voice-key prefix, in catalogue order
-    transcriber: SpeechToText | None  # None when STT_ENGINES is empty
+    transcribers: Transcribers | None  # None when STT_ENGINES is empty
     cloner: VoiceCloner | None  # None when its base voice's engine is not loaded
     transcriber_name: str = "whisper"  # the transcriber's entry in the catalogue
     diarizer: Diarizer | None = None  # `load` gives every node one
@@ -69,11 +72,9 @@ class Engines:
             )
             for name in settings.tts_engine_names
         }
-        transcribers = settings.stt_engine_names
-        transcriber: SpeechToText | None = None
-        if transcribers:
-            what = f"{transcribers[0]} (speech to text)"
-            transcriber = load_announced(what, load_transcriber, settings, transcribers[0])
+        names = settings.stt_engine_names
+        # Its default model is loaded now, and announced as the others are when they load.
+        transcribers = load_transcribers(settings, names[0]) if names else None
         # One speaker encoder (12 MB, safe from many threads) for the cloner and the diarizer.
         encoder = load_announced("the speaker encoder", _load_encoder)
         cloner = None  # without its base voice's engine, none to announce
@@ -81,9 +82,9 @@ class Engines:
             cloner = load_announced("the voice cloner", load_cloner, speakers, encoder)
         return cls(
             speakers=speakers,
-            transcriber=transcriber,
+            transcribers=transcribers,
             cloner=cloner,
-            transcriber_name=transcribers[0] if transcribers else "",
+            transcriber_name=names[0] if names else "",
             diarizer=load_announced("the diarizer", load_diarizer, settings, encoder),
         )
 
@@ -198,8 +199,36 @@ def load_diarizer(settings: Settings, encoder: SpeakerEncoder | None = None) -> 
     return Diarizer(encoder or _load_encoder(), voices=voices)
 
 
+def load_transcribers(settings: Settings, name: str = "whisper") -> Transcribers:
+    """The models `WHISPER_MODELS` offers, the default loaded (a damaged one raises)."""
+    models_dir = settings.resolved_models_dir
+    transcribers = Transcribers(
+        [
+            ModelChoice.of(model, models_dir, settings.whisper_model_dir)
+            for model in settings.whisper_model_names
+        ],
+        functools.partial(_load_model, settings, name),
+        budget_bytes=settings.model_memory_mb * 1_000_000,
+        idle_seconds=settings.model_idle_seconds,
+        models_dir=models_dir,
+        engine=name,
+    )
+    transcribers.start()
+    return transcribers
+
+
 def load_transcriber(settings: Settings, name: str = "whisper") -> SpeechToText:
-    return cast(SpeechToText, local_engine(name).load(engine_options(settings)))
+    """The default model alone, without the budget's bookkeeping."""
+    default = ModelChoice.of(
+        settings.whisper_model_names[0], settings.resolved_models_dir, settings.whisper_model_dir
+    )
+    return _load_model(settings, name, default.directory)
+
+
+def _load_model(settings: Settings, name: str, directory: Path | None) -> SpeechToText:
+    """Engine `name` on the model in `directory` (None: the packaged one)."""
+    options = dataclasses.replace(engine_options(settings), whisper_model_dir=directory)
+    return cast(SpeechToText, local_engine(name).load(options))
 
 
 def load_whisper(settings: Settings) -> WhisperEngine:

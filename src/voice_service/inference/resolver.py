@@ -25,36 +25,53 @@ NO_TRANSCRIBER = (
 
 @dataclass(frozen=True, slots=True)
 class LocalTranscriber:
-    """This node's engine, run in its inference pool."""
+    """One of this node's models, run in its inference pool (held while it runs)."""
 
     engine: SpeechToText
-    name: str  # its entry in the catalogue, which labels its jobs
+    name: str  # its engine's entry in the catalogue, which labels its jobs
+    model: str  # which of the engine's models: "base", "large-v3-turbo"
 
 
 def transcriber_for(
-    engines: Engines, providers: Providers, language: str | None
+    engines: Engines, providers: Providers, language: str | None, model: str | None = None
 ) -> LocalTranscriber | Provider:
     """Who transcribes audio in `language` (None: not given): the provider the providers
-    file routes it to (see `Providers.transcriber`), else this node's engine. Raises
-    ProviderError when there is neither."""
-    local = engines.transcriber
-    provider = providers.transcriber(language, local=local is not None)
-    if provider is not None:
-        return provider
+    file routes it to (see `Providers.transcriber`), else this node's engine, on `model`
+    (None: its default). A request that names one of this node's models is served by it,
+    whatever the routes say. Raises ProviderError when there is neither."""
+    local = engines.transcribers
+    if model is None or local is None:
+        provider = providers.transcriber(language, local=local is not None)
+        if provider is not None:
+            return provider
     if local is None:
         raise ProviderError(NO_TRANSCRIBER)
-    return LocalTranscriber(local, engines.transcriber_name)
+    chosen = model or local.default
+    return LocalTranscriber(local.model(chosen), engines.transcriber_name, chosen)
+
+
+def heard_by(transcriber: LocalTranscriber | Provider) -> str:
+    """What the request log says heard the audio."""
+    if isinstance(transcriber, Provider):
+        return f"provider:{transcriber.name}"
+    return transcriber.model
 
 
 def can_transcribe(engines: Engines, providers: Providers) -> bool:
     """Some language can be transcribed: here, or by a provider."""
-    return engines.transcriber is not None or bool(providers.languages())
+    return engines.transcribers is not None or bool(providers.languages())
 
 
 def transcription_languages(engines: Engines, providers: Providers) -> frozenset[str]:
-    """The language hints this node takes: its engine's and its providers'."""
-    local = engines.transcriber
+    """The language hints this node takes: its models' and its providers'."""
+    local = engines.transcribers
     return (local.languages() if local else frozenset()) | providers.languages()
+
+
+def transcription_models(engines: Engines) -> tuple[str, ...]:
+    """The models a request may name, this node's default first (none without an engine:
+    the providers' are chosen by language)."""
+    return engines.transcribers.names if engines.transcribers is not None else ()
 
 
 def remote_speaker(

@@ -13,7 +13,12 @@ from voice_service.engines.diarization import SpeakerHints
 from voice_service.runtime import Runtime
 from voice_service.transcription.fields import flag, speaker_hints, word_timestamps
 from voice_service.transcription.known_speakers import Clip, known_voices, named_people
-from voice_service.transcription.service import known_languages, parse_language
+from voice_service.transcription.service import (
+    known_languages,
+    offered_models,
+    parse_language,
+    parse_model,
+)
 from voice_service.webhooks.endpoints import signing_secret
 from voice_service.webhooks.schemas import MAX_URL_LENGTH
 from voice_service.webhooks.service import checked_url
@@ -34,6 +39,7 @@ class JobRequest:
 @dataclass(frozen=True, slots=True)
 class JobOptions:
     language: str | None  # None: detected from the first speech
+    model: str | None  # None: the default model of the node that runs it
     word_timestamps: bool
     speakers: SpeakerHints | None  # told apart, with these hints; None: not asked
     keep_audio: bool
@@ -68,6 +74,7 @@ async def asked_options(runtime: Runtime, org_id: str, request: JobRequest) -> A
     )
     options = JobOptions(
         language=parse_language(fields.get("language"), known_languages(runtime)),
+        model=parse_model(fields.get("model_id"), offered_models(runtime), "model_id"),
         word_timestamps=word_timestamps(fields.get("timestamps")),
         speakers=speakers,
         keep_audio=flag(fields.get("keep_audio"), "keep_audio"),

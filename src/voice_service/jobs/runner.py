@@ -43,7 +43,11 @@ from voice_service.engines.protocols import (
 from voice_service.inference.admission import Job
 from voice_service.inference.providers.provider import Provider
 from voice_service.inference.providers.wire import AudioFile
-from voice_service.inference.resolver import LocalTranscriber, transcriber_for
+from voice_service.inference.resolver import (
+    LocalTranscriber,
+    transcriber_for,
+    transcription_models,
+)
 from voice_service.jobs import repository
 from voice_service.jobs.events import announce
 from voice_service.jobs.service import audio_let_go
@@ -138,11 +142,20 @@ async def _transcribed(runtime: Runtime, job: TranscriptionJob) -> _Transcript:
         # Word times place the changes of speaker.
         options = TranscribeOptions(
             language=job.language,
+            model=job.model,
             timestamps=True,
             word_timestamps=job.word_timestamps or speakers is not None,
         )
+        if job.model is not None and job.model not in transcription_models(runtime.engines):
+            raise JobFailed(
+                InvalidRequest.code,
+                f"The node that ran the job does not offer the model {job.model!r} "
+                "(VOICE_SERVICE_WHISPER_MODELS differs between nodes); submit it again.",
+            )
         try:
-            transcriber = transcriber_for(runtime.engines, runtime.providers, job.language)
+            transcriber = transcriber_for(
+                runtime.engines, runtime.providers, job.language, job.model
+            )
         except ApiError as exc:
             raise JobFailed(exc.code, exc.message) from None
         settings = runtime.settings

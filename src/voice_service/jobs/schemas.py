@@ -30,6 +30,9 @@ class JobFromUrl(BaseModel):
         examples=["https://example.com/meetings/2026-11-25.mp3"],
     )
     language: str | None = Field(None, max_length=16, examples=["en"])
+    model_id: str | None = Field(
+        None, max_length=64, description="One of GET /models; omit it for the default."
+    )
     timestamps: Literal["segment", "word"] | None = None
     keep_audio: bool = False
     diarize: bool = Field(False, description="Tell the speakers apart (as /speech-to-text).")
@@ -69,6 +72,7 @@ class TranscriptionJobOut(BaseModel):
         description="Seconds of the audio transcribed so far (all of it once completed)."
     )
     language: str | None = Field(description="Asked for; once completed, the transcript's.")
+    model_id: str | None = Field(description="The model asked for; null: the default.")
     timestamps: str = Field(description="segment, or word.")
     diarize: bool = Field(description="Its segments (and words) name their speakers.")
     num_speakers: int | None
@@ -101,6 +105,7 @@ class TranscriptionJobOut(BaseModel):
             duration_seconds=float(job.duration_fraction),
             progress_seconds=job.done_seconds,
             language=job.language,
+            model_id=job.model,
             timestamps="word" if job.word_timestamps else "segment",
             diarize=job.speakers is not None,
             num_speakers=hints.get("num_speakers"),

@@ -157,6 +157,7 @@ async def _submit(
                 status=JobStatus.QUEUED.value,
                 endpoint=options.endpoint.value,
                 language=options.language,
+                model=options.model,
                 word_timestamps=options.word_timestamps,
                 speakers=None if options.speakers is None else options.speakers.given(),
                 keep_audio=options.keep_audio,

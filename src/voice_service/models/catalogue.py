@@ -9,8 +9,8 @@ import tomllib
 from dataclasses import dataclass
 from typing import Final
 
-# What each kind of model is for: the setting that puts a pulled one to use.
-USED_WITH: Final = {"whisper": "VOICE_SERVICE_WHISPER_MODEL_DIR"}
+# What each kind of model is for: the setting that names the pulled ones a node offers.
+USED_WITH: Final = {"whisper": "VOICE_SERVICE_WHISPER_MODELS"}
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import math
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
@@ -22,7 +22,6 @@ from voice_service.engines.diarization import SpeakerHints
 from voice_service.engines.protocols import TranscribeOptions
 from voice_service.openai_api import transcripts
 from voice_service.openai_api.schemas import (
-    STT_MODELS,
     TTS_MODELS,
     Model,
     ModelList,
@@ -37,11 +36,14 @@ from voice_service.transcription.known_speakers import (
     named_people,
 )
 from voice_service.transcription.service import (
+    OPENAI_TRANSCRIPTION_MODELS,
     AudioInfo,
     TimedTranscript,
     TranscriptPart,
     known_languages,
+    offered_models,
     parse_language,
+    parse_model,
     transcribe_upload,
     transcript_parts,
     transcription_charge,
@@ -92,7 +94,8 @@ def _transcription_body(task: Task) -> dict[str, Any]:
         },
         "model": {
             "type": "string",
-            "description": f"Any name; {', '.join(STT_MODELS)} are listed.",
+            "description": f"{', '.join(OPENAI_TRANSCRIPTION_MODELS)} (the node's default "
+            "model), or one of the node's models that GET /v1/models lists; another is a 400.",
             "examples": ["whisper-1"],
         },
         "language": {
@@ -239,7 +242,9 @@ async def _transcribe(
     async with receive_audio_upload(
         request, context.settings.max_upload_bytes, context.uploads_dir, NAMED_PEOPLE_FIELDS
     ) as upload:
-        form = _TranscriptionForm.parse(upload, task, known_languages(context))
+        form = _TranscriptionForm.parse(
+            upload, task, known_languages(context), offered_models(context)
+        )
         diarized = form.format is TranscriptFormat.DIARIZED_JSON
         assert ledger.principal is not None
         known = await named_people(
@@ -315,7 +320,9 @@ class _TranscriptionForm:
     stream: bool
 
     @classmethod
-    def parse(cls, upload: Upload, task: Task, languages: frozenset[str]) -> _TranscriptionForm:
+    def parse(
+        cls, upload: Upload, task: Task, languages: frozenset[str], models: Sequence[str]
+    ) -> _TranscriptionForm:
         fields = upload.fields
         fmt = _choice(fields.get("response_format") or "json", TranscriptFormat, "response_format")
         granularities = set(
@@ -351,6 +358,7 @@ class _TranscriptionForm:
             word_timestamps="word" in granularities,
             prompt=fields.get("prompt") or None,
             temperature=_temperature(fields.get("temperature")),
+            model=parse_model(fields.get("model"), models, "model", OPENAI_TRANSCRIPTION_MODELS),
         )
         return cls(options, fmt, granularities, stream)
 
@@ -390,8 +398,8 @@ def _temperature(value: str | None) -> float:
     summary="List the model names (OpenAI's models.list)",
     responses=openai_error_responses(),
 )
-async def models(_principal: Authenticated) -> ModelList:
-    return ModelList(data=[Model(id=name) for name in (*TTS_MODELS, *STT_MODELS)])
+async def models(context: Context, _principal: Authenticated) -> ModelList:
+    return ModelList(data=[Model(id=name) for name in _model_names(context)])
 
 
 @router.get(
@@ -401,8 +409,15 @@ async def models(_principal: Authenticated) -> ModelList:
 )
 async def model(
     model_id: Annotated[str, Path(openapi_examples={"whisper-1": {"value": "whisper-1"}})],
+    context: Context,
     _principal: Authenticated,
 ) -> Model:
-    if model_id not in (*TTS_MODELS, *STT_MODELS):
+    if model_id not in _model_names(context):
         raise NotFound(f"No model {model_id!r}; GET /v1/models lists them.", param="model")
     return Model(id=model_id)
+
+
+def _model_names(context: Context) -> tuple[str, ...]:
+    """OpenAI's names (the voice chooses the speech engine; the transcription ones are the
+    default model), then this node's transcription models."""
+    return (*TTS_MODELS, *OPENAI_TRANSCRIPTION_MODELS, *offered_models(context))

@@ -12,7 +12,6 @@ from voice_service.speech.schemas import EXAMPLE_TEXT, SpeechText
 from voice_service.voices.schemas import EXAMPLE_VOICE_ID
 
 TTS_MODELS = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
-STT_MODELS = ("whisper-1", "gpt-4o-transcribe", "gpt-4o-mini-transcribe")
 
 
 class VoiceRef(BaseModel):

@@ -26,8 +26,11 @@ from voice_service.realtime.upgrade import (
 )
 from voice_service.tenancy.principal import Principal
 from voice_service.transcription.service import (
+    OPENAI_TRANSCRIPTION_MODELS,
     known_languages,
+    offered_models,
     parse_language,
+    parse_model,
     require_transcriber,
     transcribe_samples,
 )
@@ -46,6 +49,7 @@ async def run_transcription(session: Session, _prepared: None) -> None:
     transcribed); then its one log row and its bill."""
     context, ledger, channel = session.context, session.ledger, session.channel
     known = known_languages(context)
+    offered = offered_models(context)
     gate = UnitGate(ledger, HOLD_AHEAD)
 
     async def take(seconds: Fraction) -> None:
@@ -58,6 +62,7 @@ async def run_transcription(session: Session, _prepared: None) -> None:
         lambda value: parse_language(value, known),
         take,
         lambda: _spare_capacity(context),
+        parse_model=lambda value: parse_model(value, offered, "model", OPENAI_TRANSCRIPTION_MODELS),
     )
     ending: Ending | None = None
     idle = context.settings.realtime_idle_seconds
@@ -132,12 +137,12 @@ def _spare_capacity(context: AppContext) -> bool:
     """A partial transcript may run now: a provider transcribes (its own limits apply), or
     one of this node's workers is free."""
     assert context.engines is not None
-    local = context.engines.transcriber is not None
+    local = context.engines.transcribers is not None
     return context.pool.has_free_slot if local else True
 
 
 async def _text(
     context: AppContext, ledger: Ledger, audio: Floats, options: TranscribeOptions
 ) -> str:
-    heard = await transcribe_samples(context, audio, options, ledger.request_id, live=True)
+    heard = await transcribe_samples(context, audio, options, ledger, live=True)
     return heard.text

@@ -79,7 +79,8 @@ class ClientError(Exception):
 @dataclass(frozen=True, slots=True)
 class SessionConfig:
     format: InputFormat = InputFormat.PCM
-    model: str = "whisper-1"
+    model: str = "whisper-1"  # as the client named it
+    chosen_model: str | None = None  # the node's model it names; None: the default
     language: str | None = None
     prompt: str | None = None
     turn_detection: ServerVad | None = field(default_factory=ServerVad)
@@ -148,6 +149,8 @@ class TranscriptionSession:
         parse_language: Callable[[str | None], str | None],
         gate: AudioGate,
         spare_capacity: Callable[[], bool],
+        *,
+        parse_model: Callable[[str], str | None],
     ) -> None:
         self.id = new_id("sess")
         self._send = send
@@ -155,6 +158,7 @@ class TranscriptionSession:
         self._gate = gate
         self._spare_capacity = spare_capacity
         self._parse_language = parse_language
+        self._parse_model = parse_model
         self.config = SessionConfig()
         self._input = InputAudio(self.config.format)
         self._detector: SpeechDetector | None = SpeechDetector(ServerVad())
@@ -242,7 +246,9 @@ class TranscriptionSession:
                     await task
 
     async def _update(self, event: dict[str, Any]) -> None:
-        config = _session_config(event.get("session"), self.config, self._parse_language)
+        config = _session_config(
+            event.get("session"), self.config, self._parse_language, self._parse_model
+        )
         if config.format is not self.config.format:
             if self._buffer.size or self._turn is not None:
                 raise ClientError(
@@ -419,7 +425,11 @@ class TranscriptionSession:
     # --- transcription --------------------------------------------------------------------
 
     def _options(self) -> TranscribeOptions:
-        return TranscribeOptions(language=self.config.language, prompt=self.config.prompt)
+        return TranscribeOptions(
+            language=self.config.language,
+            prompt=self.config.prompt,
+            model=self.config.chosen_model,
+        )
 
     async def _transcribe_partial(self, turn: _Turn, audio: Floats) -> None:
         # Decoded on from what the deltas said, so that no later delta contradicts them. A
@@ -576,6 +586,7 @@ def _session_config(
     session: object,
     current: SessionConfig,
     parse_language: Callable[[str | None], str | None],
+    parse_model: Callable[[str], str | None],
 ) -> SessionConfig:
     """`current` with what a `session.update`'s session changes (OpenAI's GA shape)."""
     if not isinstance(session, dict):
@@ -614,7 +625,15 @@ def _session_config(
             raise ClientError(
                 "invalid_value", error.message, "session.audio.input.transcription.language"
             ) from None
-        config = replace(config, model=model, prompt=prompt or None, language=code)
+        try:
+            chosen = parse_model(model)
+        except ApiError as error:
+            raise ClientError(
+                "invalid_value", error.message, "session.audio.input.transcription.model"
+            ) from None
+        config = replace(
+            config, model=model, chosen_model=chosen, prompt=prompt or None, language=code
+        )
     if "turn_detection" in given:
         config = replace(config, turn_detection=_turn_detection(given["turn_detection"]))
     return config

@@ -66,3 +66,20 @@ def segment_fields(segment: Segment, words: bool) -> dict[str, Any]:
             for word in segment.words
         ]
     return shown
+
+
+class TranscriptionModel(BaseModel):
+    model_id: str = Field(
+        description="What `model_id` (`model` on /v1) names.", examples=["large-v3-turbo"]
+    )
+    engine: str = Field(examples=["whisper"])
+    languages: list[str] = Field(description="ISO 639-1 codes it takes as `language`.")
+    default: bool = Field(description="Used when a request names no model.")
+    loaded: bool = Field(
+        description="In memory on the node that answered: the first request on a model "
+        "that is not waits for it to load."
+    )
+
+
+class TranscriptionModelList(BaseModel):
+    models: list[TranscriptionModel]

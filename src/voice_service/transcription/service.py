@@ -43,8 +43,10 @@ from voice_service.inference.providers.wire import UPLOAD_NAMES, AudioFile
 from voice_service.inference.resolver import (
     NO_TRANSCRIBER,
     can_transcribe,
+    heard_by,
     transcriber_for,
     transcription_languages,
+    transcription_models,
 )
 from voice_service.kit.waiting import unless_set
 from voice_service.runtime import Runtime
@@ -87,6 +89,74 @@ def parse_language(value: str | None, known: frozenset[str]) -> str | None:
             param="language",
         )
     return code
+
+
+# OpenAI's transcription models' names: each is this node's default model.
+OPENAI_TRANSCRIPTION_MODELS = (
+    "whisper-1",
+    "gpt-4o-transcribe",
+    "gpt-4o-mini-transcribe",
+    "gpt-4o-transcribe-diarize",
+)
+
+
+def parse_model(
+    value: str | None, offered: Sequence[str], param: str, aliases: Sequence[str] = ()
+) -> str | None:
+    """None (the node's default model) for an omitted or empty name or one of `aliases`;
+    else one of the `offered` models."""
+    if value is None or not value.strip() or value.strip() in aliases:
+        return None
+    name = value.strip()
+    if name in offered:
+        return name
+    if not offered:
+        raise InvalidRequest(
+            f"{param}: {value!r}: this node's providers transcribe, chosen by language; "
+            f"omit {param}.",
+            param=param,
+        )
+    also = f"; {', '.join(aliases)} name it too" if aliases else ""
+    raise InvalidRequest(
+        f"{param}: {value!r} is not a model this node offers; it offers "
+        f"{', '.join(offered)} (the first is the default{also}).",
+        param=param,
+    )
+
+
+def offered_models(runtime: Runtime) -> tuple[str, ...]:
+    """The transcription models a request may name, the default first."""
+    assert runtime.engines is not None
+    return transcription_models(runtime.engines)
+
+
+@dataclass(frozen=True, slots=True)
+class OfferedModel:
+    name: str
+    engine: str
+    languages: frozenset[str]
+    default: bool
+    loaded: bool  # in this process's memory now
+
+
+def offered_model_list(runtime: Runtime) -> list[OfferedModel]:
+    """This node's transcription models, the default first (none when providers alone
+    transcribe)."""
+    assert runtime.engines is not None
+    local = runtime.engines.transcribers
+    if local is None:
+        return []
+    loaded = set(local.loaded())
+    return [
+        OfferedModel(
+            name,
+            runtime.engines.transcriber_name,
+            local.languages(),
+            default=name == local.default,
+            loaded=name in loaded,
+        )
+        for name in local.names
+    ]
 
 
 def known_languages(runtime: Runtime) -> frozenset[str]:
@@ -169,7 +239,9 @@ def _upstream_diarizes(
     and is asked for nothing it cannot do (bounds on their number, people to name, and what
     `Provider.diarizes` says its kind cannot take)."""
     assert runtime.engines is not None
-    transcriber = transcriber_for(runtime.engines, runtime.providers, options.language)
+    transcriber = transcriber_for(
+        runtime.engines, runtime.providers, options.language, options.model
+    )
     bounded = speakers.min_speakers is not None or speakers.max_speakers is not None
     if not isinstance(transcriber, Provider) or bounded or known:
         return False
@@ -240,7 +312,10 @@ async def transcript_parts(
     routes `options.language` to one (see `Providers.transcriber`). `audio`: the file at
     `path` already decoded, and its seconds held (`_checked_audio`)."""
     assert runtime.engines is not None
-    transcriber = transcriber_for(runtime.engines, runtime.providers, options.language)
+    transcriber = transcriber_for(
+        runtime.engines, runtime.providers, options.language, options.model
+    )
+    ledger.heard_by(heard_by(transcriber))
     if isinstance(transcriber, Provider):
         remote = _remote_transcript_parts(
             runtime, transcriber, ledger, path, options, policy, audio
@@ -389,7 +464,7 @@ async def transcribe_samples(
     runtime: Runtime,
     audio: Floats,
     options: TranscribeOptions,
-    request_id: str,
+    ledger: Ledger,
     *,
     live: bool,
 ) -> HeardText:
@@ -397,7 +472,10 @@ async def transcribe_samples(
     language to, else from this node's engine, through the same admission as every
     transcription (a `live` clip goes first in its queue)."""
     assert runtime.engines is not None
-    transcriber = transcriber_for(runtime.engines, runtime.providers, options.language)
+    transcriber = transcriber_for(
+        runtime.engines, runtime.providers, options.language, options.model
+    )
+    ledger.heard_by(heard_by(transcriber))
     if isinstance(transcriber, Provider):
         upload = AudioFile("speech.wav", wav_of(audio, RATE), "audio/wav")
         remote = await transcriber.transcribe(upload, options, audio.size / RATE)
@@ -407,7 +485,7 @@ async def transcribe_samples(
     try:
         return await runtime.pool.run(job, _heard, transcriber.engine, audio, options)
     except EngineError as exc:
-        logger.error("transcribing %s failed: %r", request_id, exc)
+        logger.error("transcribing %s failed: %r", ledger.request_id, exc)
         raise ProviderError() from exc
 
 

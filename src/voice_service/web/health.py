@@ -63,7 +63,7 @@ def _inference_served(context: AppContext) -> bool:
     engines = context.engines
     providers = context.providers.all
     local_speech = engines is not None and bool(engines.speakers)
-    local_transcription = engines is not None and engines.transcriber is not None
+    local_transcription = engines is not None and engines.transcribers is not None
     for local, offered_there in (
         (local_speech, [p for p in providers if p.config.speech is not None]),
         (local_transcription, [p for p in providers if p.config.transcription is not None]),

@@ -16,7 +16,7 @@ from voice_service.core.models import Voice
 from voice_service.core.vocabulary import Scope, Service
 from voice_service.inference.resolver import can_transcribe
 from voice_service.tenancy.principal import Principal
-from voice_service.transcription.service import known_languages
+from voice_service.transcription.service import known_languages, offered_model_list
 from voice_service.voices.listing import clones_of
 from voice_service.web.context import AppContext
 
@@ -79,21 +79,36 @@ def _voice(voice: Voice, language: str | None) -> TtsVoice:
 
 
 def _transcription_program(context: AppContext) -> AsrProgram:
-    assert context.engines is not None
-    model = AsrModel(
-        name=context.engines.transcriber_name or "provider",
-        attribution=ATTRIBUTION,
-        installed=True,
-        description="Voice Service speech to text",
-        version=__version__,
-        languages=sorted(known_languages(context)),
-    )
+    """One model per model this node offers (a `transcribe` event's `name` chooses it), the
+    default first; one named "provider" when providers alone transcribe."""
+    offered = offered_model_list(context)
+    models = [
+        AsrModel(
+            name=model.name,
+            attribution=ATTRIBUTION,
+            installed=True,
+            description=f"Voice Service speech to text, {model.engine} {model.name}"
+            + (" (the default)" if model.default else ""),
+            version=__version__,
+            languages=sorted(model.languages),
+        )
+        for model in offered
+    ] or [
+        AsrModel(
+            name="provider",
+            attribution=ATTRIBUTION,
+            installed=True,
+            description="Voice Service speech to text",
+            version=__version__,
+            languages=sorted(known_languages(context)),
+        )
+    ]
     return AsrProgram(
         name=PROGRAM,
         attribution=ATTRIBUTION,
         installed=True,
         description="Voice Service speech to text",
         version=__version__,
-        models=[model],
+        models=models,
         supports_transcript_streaming=True,
     )

@@ -32,7 +32,9 @@ from voice_service.transcription.service import (
     HeardText,
     billed_seconds,
     known_languages,
+    offered_models,
     parse_language,
+    parse_model,
     require_transcriber,
     transcribe_samples,
 )
@@ -131,7 +133,7 @@ class Transcription:
             heard = HeardText("", self._options.language, ())
         else:
             heard = await transcribe_samples(
-                self._context, samples, self._options, self.ledger.request_id, live=True
+                self._context, samples, self._options, self.ledger, live=True
             )
         language = heard.language or self._options.language
         await self._connection.send(TranscriptStart(language=language))
@@ -165,7 +167,12 @@ def _options(context: AppContext, data: dict[str, object]) -> TranscribeOptions:
         if isinstance(words, list):
             bias += [word.strip() for word in words if isinstance(word, str) and word.strip()]
     prompt = ", ".join(bias)[:MAX_PROMPT_CHARACTERS] or None
-    return TranscribeOptions(language=code, prompt=prompt)
+    name = data.get("name")
+    if name is not None and not isinstance(name, str):
+        raise InvalidRequest('"name" is a model\'s name.')
+    # "whisper" and "provider" are what describe named the one model before there were more.
+    model = parse_model(name, offered_models(context), '"name"', ("whisper", "provider"))
+    return TranscribeOptions(language=code, prompt=prompt, model=model)
 
 
 def _pcm16(samples: Floats) -> Pcm16:

@@ -253,7 +253,7 @@ async def test_a_node_with_only_providers_serves_both_apis_and_the_console(
 ) -> None:
     settings = _settings(tmp_path, database_url, gateway_toml, tts_engines="", stt_engines="")
     light = Engines.load(settings)  # nothing loaded: no model in this process's memory
-    assert light.speakers == {} and light.transcriber is None
+    assert light.speakers == {} and light.transcribers is None
     app = create_app(settings, light)
     tenant = await Tenants(settings).create()
     async with running(app) as client:

@@ -44,6 +44,7 @@ class LogEntry:
     bytes_sent: int | None = None  # what a streamed response delivered
     replayed: bool = False  # an idempotent request's stored answer, sent again
     resource_id: str | None = None  # what the request made that outlives it (a job)
+    model: str | None = None  # the transcription model that heard it, or "provider:NAME"
 
 
 _ENTRY_FIELDS = tuple(field.name for field in fields(LogEntry))

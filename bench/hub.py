@@ -1,18 +1,29 @@
 """A loopback server speaking the Hugging Face Hub's file routes, as huggingface_hub's
 `hf_hub_download` uses them (HEAD, then GET, on /OWNER/NAME/resolve/REVISION/PATH, with
 X-Repo-Commit and the file's SHA-256 as its ETag, ranges honoured), serving files that are
-already on this machine. It keeps what it was asked, and can cut a download short."""
+already on this machine. It keeps what it was asked, and can cut a download short. Tests
+and `bench.models` pull from it with `voice-service models` (`models`), as an operator does."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
+
+from voice_service.models.catalogue import catalogue
+
+# The catalogue's entry whose files ship in this project's packages (the Whisper base).
+BASE = catalogue()["base"]
+CLI = [sys.executable, "-m", "voice_service"]
 
 _RESOLVE = re.compile(r"^/(?P<repo>[^/]+/[^/]+)/resolve/(?P<revision>[^/]+)/(?P<path>.+)$")
 _RANGE = re.compile(r"^bytes=(\d+)-$")
@@ -35,6 +46,32 @@ class Hub:
             for method, path, range_ in self.seen
             if method == "GET" and path.endswith(f"/{name}")
         ]
+
+
+def models(
+    data_dir: Path, hub: Hub | None, *args: str, offline: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """`voice-service models ARGS` on `data_dir`, with `hub` as the Hub; `offline`: as on a
+    machine without one (HF_HUB_OFFLINE)."""
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(data_dir),
+        "VOICE_SERVICE_DATA_DIR": str(data_dir),
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "NO_PROXY": "127.0.0.1",
+    }
+    if hub is not None:
+        env["HF_ENDPOINT"] = hub.root
+    if offline:
+        env["HF_HUB_OFFLINE"] = "1"
+    return subprocess.run(
+        [*CLI, "models", *args], env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+def answer(done: subprocess.CompletedProcess[str]) -> Any:
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
 
 
 @contextmanager
