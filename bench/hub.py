@@ -49,10 +49,14 @@ class Hub:
 
 
 def models(
-    data_dir: Path, hub: Hub | None, *args: str, offline: bool = False
+    data_dir: Path,
+    hub: Hub | None,
+    *args: str,
+    offline: bool = False,
+    settings: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """`voice-service models ARGS` on `data_dir`, with `hub` as the Hub; `offline`: as on a
-    machine without one (HF_HUB_OFFLINE)."""
+    machine without one (HF_HUB_OFFLINE); `settings`: more environment variables."""
     env = {
         "PATH": "/usr/bin:/bin",
         "HOME": str(data_dir),
@@ -64,6 +68,7 @@ def models(
         env["HF_ENDPOINT"] = hub.root
     if offline:
         env["HF_HUB_OFFLINE"] = "1"
+    env |= settings or {}
     return subprocess.run(
         [*CLI, "models", *args], env=env, capture_output=True, text=True, timeout=300
     )

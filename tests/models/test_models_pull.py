@@ -23,6 +23,8 @@ def test_pull_fetches_the_pinned_files_checks_them_and_lists_the_model(
 ) -> None:
     listed = {row["name"]: row for row in answer(models(tmp_path, hub, "list", "--json"))}
     assert listed["base"]["status"] == "absent"
+    assert (listed["base"]["offered"], listed["base"]["default"]) == (True, True)  # packaged
+    assert listed["small"]["offered"] is False
     assert {"large-v3-turbo", "large-v3", "small"} <= set(listed)
     pulled = answer(models(tmp_path, hub, "pull", "base", "--json"))
     directory = Path(pulled["path"])
@@ -96,6 +98,17 @@ def test_a_file_the_hub_serves_otherwise_is_refused_and_removed(
     directory = data_dir / "models" / "whisper" / "base"
     assert not (directory / "config.json").exists() and not (directory / "pulled.json").exists()
     assert answer(models(data_dir, hub, "list", "--json"))[1]["status"] == "incomplete"
+
+
+def test_list_says_which_models_the_nodes_settings_offer(tmp_path: Path) -> None:
+    offering = {"VOICE_SERVICE_WHISPER_MODELS": "large-v3-turbo,base"}
+    done = models(tmp_path, None, "list", offline=True, settings=offering)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"Models dir {tmp_path / 'models'}; offered: large-v3-turbo, base"
+    marks = {line.split()[0]: {"default", "offered"} & set(line.split()) for line in lines[1:]}
+    assert marks["large-v3-turbo"] == {"default"} and marks["base"] == {"offered"}
+    assert marks["small"] == set()
 
 
 def test_unknown_names_are_refused_with_the_catalogues_names(tmp_path: Path, hub: Hub) -> None:

@@ -12,6 +12,7 @@ from voice_service.cli.shared import PLAIN_HELP, JsonFlag, emit, refuse
 
 if TYPE_CHECKING:
     from voice_service.models.catalogue import CatalogueModel
+    from voice_service.settings import Settings
 
 models_app = typer.Typer(
     help="Models pulled from the Hugging Face Hub: list, pull, verify, remove, export, import.",
@@ -20,15 +21,19 @@ models_app = typer.Typer(
 ModelName = Annotated[str, typer.Argument(metavar="NAME", help="A name `models list` shows.")]
 
 
-def _models_dir() -> Path:
+def _settings() -> Settings:
     from pydantic import ValidationError
 
     from voice_service.settings import Settings
 
     try:
-        return Settings().resolved_models_dir
+        return Settings()
     except ValidationError as exc:
         refuse(str(exc.errors()[0]["msg"]))
+
+
+def _models_dir() -> Path:
+    return _settings().resolved_models_dir
 
 
 def _model(name: str) -> CatalogueModel:
@@ -59,14 +64,22 @@ def _row(models_dir: Path, model: CatalogueModel) -> dict[str, Any]:
 
 @models_app.command("list")
 def list_models(as_json: JsonFlag = False) -> None:
-    """Every model the catalogue has, and whether it is pulled here."""
+    """Every model the catalogue has, whether it is pulled here, and whether this node's
+    settings offer it (VOICE_SERVICE_WHISPER_MODELS; the first is the default)."""
     from voice_service.models.catalogue import catalogue
 
-    models_dir = _models_dir()
-    rows = [_row(models_dir, model) for model in catalogue().values()]
-    lines = [f"Models dir {models_dir}"]
+    settings = _settings()
+    models_dir = settings.resolved_models_dir
+    offered = settings.whisper_model_names
+    rows = [
+        _row(models_dir, model)
+        | {"offered": model.name in offered, "default": model.name == offered[0]}
+        for model in catalogue().values()
+    ]
+    lines = [f"Models dir {models_dir}; offered: {', '.join(offered)}"]
     lines += [
         f"{row['name']:<16} {row['kind']:<8} {row['bytes'] / 1e9:6.2f} GB  {row['status']:<10} "
+        f"{'default' if row['default'] else 'offered' if row['offered'] else '':<8} "
         f"{row['description']}"
         for row in rows
     ]
