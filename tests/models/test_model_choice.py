@@ -29,9 +29,11 @@ from tests.helpers.app import Tenant, Tenants, make_settings
 from tests.helpers.live import LiveServer, serving
 from tests.helpers.waiting import eventually
 from tests.helpers.wyoming import (
+    Books,
     Node,
     audio_events,
     connected,
+    new_rows,
     pcm16,
     read_until,
     send,
@@ -287,6 +289,8 @@ async def test_a_live_session_chooses_a_model_and_refuses_one_not_offered(
     edits, words = clip.errors(transcript)
     assert edits <= words // 5, transcript
     assert shelf(tight).loads == Counter(custom=1, base=1)
+    (session,) = (await new_rows(tight.tenants, tenant.key_id, Books([], []))).logged
+    assert (session.status, session.model) == (101, "base")
 
 
 def _transcription_session(model: str) -> Any:
@@ -333,3 +337,6 @@ async def test_wyoming_describes_each_model_and_transcribe_names_one(
         edits, words = clip.errors(transcript.data["text"])
         assert edits <= words // 5, transcript.data
         assert shelf(node).loads == Counter(custom=1, base=1)
+        logged = (await new_rows(node.tenants, key.key_id, Books([], []), count=3)).logged
+        heard = [(row.status, row.model) for row in logged if row.path == "/wyoming/transcribe"]
+        assert sorted(heard, key=str) == [(200, "base"), (400, None)]
