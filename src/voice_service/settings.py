@@ -257,9 +257,10 @@ class Settings(BaseSettings):
     model_memory_mb: int = Field(
         4096,
         ge=1,
-        description="The most speech-to-text models a node holds loaded at once, by their "
-        "files' size in MB: loading another unloads the least recently used idle one first "
-        "(a request that finds every one in use is answered 502 with Retry-After).",
+        description="How much of its speech-to-text models a node holds loaded at once, "
+        "counted by their files' size in MB: loading another unloads the least recently used "
+        "idle one first (a request that finds every one in use is answered 502 with "
+        "Retry-After).",
     )
     model_idle_seconds: float = Field(
         600.0,
