@@ -126,7 +126,10 @@ def verify(
         models = [_model(name) for name in names]
     else:
         models = [m for m in catalogue().values() if store.status(models_dir, m) != "absent"]
-    found = {model.name: [str(p) for p in store.problems(models_dir, model)] for model in models}
+    found = {
+        model.name: [str(p) for p in store.problems(store.model_dir(models_dir, model), model)]
+        for model in models
+    }
     lines = [f"{name}: ok" for name, problems in found.items() if not problems]
     for name, problems in found.items():
         lines += [

@@ -131,10 +131,9 @@ def _check_files(settings: Settings) -> None:
     """Each process reads the providers file, loads the speaker model and the Whisper models
     again; a mistake in one is one line here, before the port."""
     if settings.stt_engine_names:
-        from voice_service.inference.transcribers import ModelChoice, start_problem
+        from voice_service.inference.transcribers import offered_choices, start_problem
 
-        for name in settings.whisper_model_names:
-            choice = ModelChoice.of(name, settings.resolved_models_dir, settings.whisper_model_dir)
+        for choice in offered_choices(settings):
             if problem := start_problem(choice):
                 typer.echo(f"error: VOICE_SERVICE_WHISPER_MODELS: {problem}", err=True)
                 raise typer.Exit(1)

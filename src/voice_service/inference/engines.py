@@ -33,7 +33,7 @@ from voice_service.engines.protocols import (
     UnknownVoice,
     VoiceCloner,
 )
-from voice_service.inference.transcribers import ModelChoice, Transcribers
+from voice_service.inference.transcribers import Transcribers, offered_choices
 from voice_service.settings import Settings
 
 if TYPE_CHECKING:
@@ -201,16 +201,11 @@ def load_diarizer(settings: Settings, encoder: SpeakerEncoder | None = None) -> 
 
 def load_transcribers(settings: Settings, name: str = "whisper") -> Transcribers:
     """The models `WHISPER_MODELS` offers, the default loaded (a damaged one raises)."""
-    models_dir = settings.resolved_models_dir
     transcribers = Transcribers(
-        [
-            ModelChoice.of(model, models_dir, settings.whisper_model_dir)
-            for model in settings.whisper_model_names
-        ],
+        offered_choices(settings),
         functools.partial(_load_model, settings, name),
         budget_bytes=settings.model_memory_mb * 1_000_000,
         idle_seconds=settings.model_idle_seconds,
-        models_dir=models_dir,
         engine=name,
     )
     transcribers.start()
@@ -219,9 +214,7 @@ def load_transcribers(settings: Settings, name: str = "whisper") -> Transcribers
 
 def load_transcriber(settings: Settings, name: str = "whisper") -> SpeechToText:
     """The default model alone, without the budget's bookkeeping."""
-    default = ModelChoice.of(
-        settings.whisper_model_names[0], settings.resolved_models_dir, settings.whisper_model_dir
-    )
+    default, *_ = offered_choices(settings)
     return _load_model(settings, name, default.directory)
 
 

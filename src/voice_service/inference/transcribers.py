@@ -29,7 +29,7 @@ from voice_service.engines.protocols import (
 )
 from voice_service.models.catalogue import model_named
 from voice_service.models.store import model_dir, problems, size_problems
-from voice_service.settings import CUSTOM_WHISPER
+from voice_service.settings import CUSTOM_WHISPER, Settings
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +68,14 @@ class ModelChoice:
         if name == PACKAGED and not directory.is_dir():
             return cls(name, None, entry.size)
         return cls(name, directory, entry.size, pulled=True)
+
+
+def offered_choices(settings: Settings) -> list[ModelChoice]:
+    """The models `VOICE_SERVICE_WHISPER_MODELS` offers, the default first."""
+    return [
+        ModelChoice.of(name, settings.resolved_models_dir, settings.whisper_model_dir)
+        for name in settings.whisper_model_names
+    ]
 
 
 async def unload_idle_forever(transcribers: Transcribers) -> None:
@@ -123,7 +131,6 @@ class Transcribers:
         *,
         budget_bytes: int,
         idle_seconds: float,
-        models_dir: Path,
         engine: str = "whisper",
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -133,7 +140,6 @@ class Transcribers:
         self._load = load
         self._budget = budget_bytes
         self.idle_seconds = idle_seconds
-        self._models_dir = models_dir
         self._clock = clock
         self._lock = threading.Lock()
         self._shelf: dict[str, _Loaded] = {}  # loaded, or loading
@@ -263,8 +269,8 @@ class Transcribers:
     def _check(self, choice: ModelChoice) -> None:
         """Every file of a pulled model read and hashed against the catalogue, once per
         process: a truncated or altered file is refused before CTranslate2 reads it."""
-        entry = model_named(choice.name)
-        found = problems(self._models_dir, entry)
+        assert choice.directory is not None  # a pulled model's
+        found = problems(choice.directory, model_named(choice.name))
         if found:
             raise ModelDamaged(
                 f"the {choice.name} model's {found[0]}; repair: voice-service models pull "

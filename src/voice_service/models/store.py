@@ -46,9 +46,9 @@ def status(models_dir: Path, model: CatalogueModel) -> Status:
     return "incomplete" if directory.exists() else "absent"
 
 
-def problems(models_dir: Path, model: CatalogueModel) -> list[Problem]:
-    """What differs from the catalogue, file by file (every file is read and hashed)."""
-    directory = model_dir(models_dir, model)
+def problems(directory: Path, model: CatalogueModel) -> list[Problem]:
+    """What in `directory` differs from `model`'s catalogue entry, file by file (every file
+    is read and hashed)."""
     return [found for file in model.files if (found := _problem(directory, file))]
 
 
@@ -171,11 +171,12 @@ def import_archive(models_dir: Path, archive: Path) -> list[CatalogueModel]:
     except tarfile.TarError as exc:
         raise ImportRefused(f"{archive} is not an archive `models export` wrote: {exc}") from exc
     for model in models:
-        if found := problems(models_dir, model):
+        directory = model_dir(models_dir, model)
+        if found := problems(directory, model):
             for problem in found:
-                (model_dir(models_dir, model) / problem.file).unlink(missing_ok=True)
+                (directory / problem.file).unlink(missing_ok=True)
             raise ImportRefused(f"{archive}: {model.name}: {found[0]}; removed")
-        _write_receipt(model_dir(models_dir, model), model)
+        _write_receipt(directory, model)
     return models
 
 
