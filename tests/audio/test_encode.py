@@ -4,7 +4,6 @@ whether streamed or written as one file."""
 from __future__ import annotations
 
 import io
-import math
 
 import av
 import numpy as np
@@ -18,7 +17,6 @@ from voice_service.audio.encode import (
     OutputFormat,
     encode,
     encode_mp3,
-    tempo_steps,
 )
 from voice_service.engines.protocols import Pcm
 
@@ -85,13 +83,6 @@ def test_a_stream_sends_bytes_before_it_finishes() -> None:
 def test_pcm_is_raw_16_bit_at_24_khz() -> None:
     data = encode([tone(1.0)], FORMATS[OutputFormat.PCM])
     assert len(data) == 2 * 24_000
-
-
-@pytest.mark.parametrize("speed", [0.25, 0.4, 0.5, 1.5, 4.0])
-def test_tempo_steps_multiply_to_the_speed_within_the_filter_s_range(speed: float) -> None:
-    steps = tempo_steps(speed)
-    assert math.prod(steps) == pytest.approx(speed)
-    assert all(0.5 <= step <= 100 for step in steps)
 
 
 @pytest.mark.parametrize("speed", [0.25, 2.0])

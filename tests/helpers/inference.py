@@ -15,8 +15,12 @@ def slots_held(pool: InferencePool) -> int:
 
 
 def spoken(
-    engines: Engines, voice_key: str, profile: Mapping[str, Any] | None, text: str
+    engines: Engines,
+    voice_key: str,
+    profile: Mapping[str, Any] | None,
+    text: str,
+    speed: float = 1.0,
 ) -> Iterator[SpokenChunk]:
     """`text` spoken chunk by chunk, one after another, as the service's parts make it."""
-    for speak in engines.speech_parts(voice_key, profile, text):
+    for speak in engines.speech_parts(voice_key, profile, text, speed=speed):
         yield speak()

@@ -71,16 +71,19 @@ class Messages(SessionMessages):
 
 @asynccontextmanager
 async def stream_input(
-    node: Server, voice_id: str = JOE, headers: dict[str, str] | None = None, **query: str
+    node: Server,
+    voice_id: str = JOE,
+    headers: dict[str, str] | None = None,
+    opening: dict[str, Any] | None = None,
+    **query: str,
 ) -> AsyncIterator[Messages]:
     url = node.root.replace("http://", "ws://") + f"/api/v1/text-to-speech/{voice_id}/stream-input"
     if query:
         url += "?" + "&".join(f"{name}={value}" for name, value in query.items())
     auth = headers if headers is not None else {"Authorization": f"Bearer {node.api_key}"}
     async with websockets.connect(url, additional_headers=auth, max_size=None) as ws:
-        await ws.send(
-            json.dumps({"text": " ", "generation_config": {"chunk_length_schedule": [50]}})
-        )
+        first = {"text": " ", "generation_config": {"chunk_length_schedule": [50]}}
+        await ws.send(json.dumps({**first, **(opening or {})}))
         yield Messages(ws)
 
 
@@ -171,6 +174,27 @@ async def test_the_audio_is_one_stream_in_the_format_asked(
         seconds = sum(frame.samples for frame in frames) / rate
     _, starts, durations = messages.alignment()
     assert (starts[-1] + durations[-1]) / 1000 <= seconds + 0.1
+
+
+async def spoken_seconds(node: Server, opening: dict[str, Any]) -> tuple[float, list[Any]]:
+    """Seconds of audio SPOKEN makes in a session opened with `opening`, and any errors."""
+    async with stream_input(node, opening=opening, output_format="pcm_16000") as messages:
+        await messages.ws.send(text(SPOKEN))
+        await messages.ws.send(json.dumps({"text": ""}))
+        await messages.until_final()
+    errors = [message["error"] for message in messages.seen if "error" in message]
+    return len(messages.audio()) / 2 / 16_000, errors
+
+
+async def test_the_opening_voice_settings_speed_is_the_sessions(node: Server) -> None:
+    plain, _ = await spoken_seconds(node, {})
+    fast, errors = await spoken_seconds(node, {"voice_settings": {"speed": 2.0, "stability": 1}})
+    assert not errors
+    assert fast / plain == pytest.approx(0.5, rel=0.1)
+
+    at_own_pace, errors = await spoken_seconds(node, {"voice_settings": {"speed": 9}})
+    assert errors == ["invalid_message"]
+    assert at_own_pace == pytest.approx(plain, rel=0.02)
 
 
 async def test_a_flush_speaks_text_that_has_no_clause_end(node: Server) -> None:

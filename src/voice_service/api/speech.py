@@ -102,7 +102,13 @@ async def text_to_speech(call: SpeechCall) -> Response:
 )
 async def text_to_speech_stream(call: SpeechCall) -> MeteredStream:
     speech = await stream_speech(
-        call.context, call.principal, call.ledger, call.body.voice_id, call.body.text, call.fmt
+        call.context,
+        call.principal,
+        call.ledger,
+        call.body.voice_id,
+        call.body.text,
+        call.fmt,
+        speed=call.body.speed,
     )
     return MeteredStream(
         speech.chunks, media_type=call.fmt.media_type, ledger=call.ledger, charge=speech.charge

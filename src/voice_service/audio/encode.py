@@ -9,7 +9,7 @@ header with the encoder delay and padding, WAV's sizes, FLAC's total samples).
 from __future__ import annotations
 
 import io
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from fractions import Fraction
@@ -19,6 +19,7 @@ import av
 import numpy as np
 import numpy.typing as npt
 
+from voice_service.audio.tempo import Tempo, pcm_frame
 from voice_service.engines.protocols import EngineError, Pcm
 
 DEFAULT_BITRATE = 64_000
@@ -26,10 +27,6 @@ DEFAULT_BITRATE = 64_000
 # One MPEG-1 Layer III frame of silence stands in for no audio at all, so that every call
 # returns a file that decoders accept instead of zero bytes.
 _MIN_SAMPLES = 1152
-
-# FFmpeg's atempo changes tempo without changing pitch, by 0.5 to 100 per filter; slower
-# speeds chain several.
-_MIN_TEMPO_STEP = 0.5
 
 # LAME at quality 7 instead of its default 3: a whole answer waits for the encoder after its
 # last chunk, and listeners hear no difference (measured in docs/performance.md, "MP3
@@ -99,7 +96,7 @@ class AudioEncoder:
         self.streaming = streaming
         self._container: av.container.OutputContainer | None = None
         self._stream: av.AudioStream | None = None
-        self._tempo: _Tempo | None = None
+        self._tempo: Tempo | None = None
         self._source_rate = 0
         self._samples_in = 0
         self._samples_out = 0
@@ -144,7 +141,7 @@ class AudioEncoder:
             )
         if pcm.samples.size == 0:
             return
-        frame = _frame(pcm.samples, pcm.sample_rate, self._samples_in)
+        frame = pcm_frame(pcm.samples, pcm.sample_rate, self._samples_in)
         self._samples_in += pcm.samples.size
         self._encode(self._tempo.push(frame) if self._tempo is not None else [frame])
 
@@ -159,7 +156,7 @@ class AudioEncoder:
         stream.codec_context.options = _CODEC_OPTIONS.get(self.format.codec, {})
         self._stream = stream
         if self._speed != 1.0:
-            self._tempo = _Tempo(source_rate, self._speed)
+            self._tempo = Tempo(source_rate, self._speed)
 
     def _encode(self, frames: Iterable[av.AudioFrame]) -> None:
         assert self._stream is not None
@@ -194,58 +191,6 @@ def wav_of(samples: npt.NDArray[np.float32], rate: int) -> bytes:
 def encode_mp3(pcm: Pcm, bitrate: int = DEFAULT_BITRATE) -> bytes:
     """One whole buffer as an MP3 file."""
     return encode([pcm], MP3, bitrate=bitrate)
-
-
-class _Tempo:
-    """FFmpeg's atempo filters, chained to reach `speed`."""
-
-    def __init__(self, sample_rate: int, speed: float) -> None:
-        self._graph = av.filter.Graph()
-        node = self._graph.add_abuffer(
-            format="s16", sample_rate=sample_rate, layout="mono", time_base=Fraction(1, sample_rate)
-        )
-        for step in tempo_steps(speed):
-            following = self._graph.add("atempo", f"{step:.6f}")
-            node.link_to(following)
-            node = following
-        node.link_to(self._graph.add("abuffersink"))
-        self._graph.configure()
-
-    def push(self, frame: av.AudioFrame) -> list[av.AudioFrame]:
-        self._graph.push(frame)
-        return list(self._pull())
-
-    def flush(self) -> list[av.AudioFrame]:
-        self._graph.push(None)
-        return list(self._pull())
-
-    def _pull(self) -> Iterator[av.AudioFrame]:
-        while True:
-            try:
-                frame = self._graph.pull()
-            except (av.BlockingIOError, av.EOFError):
-                return
-            assert isinstance(frame, av.AudioFrame)
-            yield frame
-
-
-def tempo_steps(speed: float) -> list[float]:
-    """atempo factors whose product is `speed`, each within the filter's range."""
-    steps = []
-    while speed < _MIN_TEMPO_STEP:
-        steps.append(_MIN_TEMPO_STEP)
-        speed /= _MIN_TEMPO_STEP
-    return [*steps, speed]
-
-
-def _frame(samples: Any, sample_rate: int, pts: int) -> av.AudioFrame:
-    frame = av.AudioFrame.from_ndarray(
-        np.ascontiguousarray(samples, dtype=np.int16).reshape(1, -1), format="s16", layout="mono"
-    )
-    frame.sample_rate = sample_rate
-    frame.pts = pts
-    frame.time_base = Fraction(1, sample_rate)
-    return frame
 
 
 class _Output(Protocol):

@@ -37,6 +37,8 @@ _ENDPAUSE = 0x1000
 _EE_OK = 0
 _RATE = 1  # espeakRATE
 _RATE_NORMAL = 175  # espeakRATE_NORMAL, words per minute
+_RATE_MINIMUM = 80  # espeakRATE_MINIMUM
+_RATE_MAXIMUM = 450  # espeakRATE_MAXIMUM
 
 # (espeak-ng voice name, language tag, English name). A curated list rather than all ~146
 # bundled voices: it leaves out test, constructed and fictional languages (Klingon, Quenya…).
@@ -165,6 +167,8 @@ def load(_options: EngineOptions) -> EspeakEngine:
 class EspeakEngine:
     """espeak-ng voices for the languages in `CATALOGUE`; 22.05 kHz mono output."""
 
+    speeds = (_RATE_MINIMUM / _RATE_NORMAL, _RATE_MAXIMUM / _RATE_NORMAL)  # the rates it takes
+
     def __init__(
         self, data_dir: Path = DEFAULT_DATA_DIR, extra_voices: Sequence[EngineVoice] = ()
     ) -> None:
@@ -186,15 +190,15 @@ class EspeakEngine:
     def clone_bases(self) -> tuple[str, ...]:
         return ()  # a formant synthesizer's voice is too far from any person's
 
-    def synthesize(self, voice_key: str, text: str) -> Pcm:
+    def synthesize(self, voice_key: str, text: str, speed: float = 1.0) -> Pcm:
         if voice_key not in self._keys:
             raise KeyError(voice_key)
         name = voice_key.removeprefix(KEY_PREFIX)
         with ESPEAK_LOCK:
             # Piper's phonemizer switches voices and (once, lazily) re-runs espeak_Initialize, so
-            # set the callback and voice on every call.
+            # set the callback, voice and rate on every call.
             self._lib.espeak_SetSynthCallback(self._callback)
-            self._select_voice(name)
+            self._select_voice(name, round(_RATE_NORMAL * speed))
             audio = self._synthesize_locked(text)
         return Pcm(samples=audio, sample_rate=self._sample_rate)
 
@@ -207,14 +211,14 @@ class EspeakEngine:
             voices.append(EngineVoice(f"{KEY_PREFIX}{name}", voice_name(english_name), language))
         return voices
 
-    def _select_voice(self, name: str) -> None:
+    def _select_voice(self, name: str, rate: int) -> None:
         if self._lib.espeak_SetVoiceByName(name.encode()) != _EE_OK:
             raise EngineError(f"espeak-ng could not select voice {name!r}")
         # Loading a voice resets its speed factor ("speed 155" in sv, "speed 80" in uk) but
         # does not recompute the speaking rate from it: German after Swedish came out 40 %
         # fast. Setting the rate recomputes it; durations then match a freshly initialized
         # library for every voice, whatever was spoken before.
-        self._lib.espeak_SetParameter(_RATE, _RATE_NORMAL, 0)
+        self._lib.espeak_SetParameter(_RATE, rate, 0)
 
     def _synthesize_locked(self, text: str) -> np.ndarray[tuple[int], np.dtype[np.int16]]:
         encoded = text.encode("utf-8")

@@ -177,6 +177,10 @@ def load(options: EngineOptions) -> KokoroEngine:
 class KokoroEngine:
     """Kokoro-82M for the allowed voices; `synthesize` is safe to call from many threads."""
 
+    # Where the model's own speed (its predicted durations divided by it) keeps the audio
+    # within 10 % of 1/speed as long (bench/engine_settings.md, "Speed").
+    speeds = (0.5, 2.0)
+
     def __init__(
         self,
         data_dir: Path,
@@ -245,7 +249,7 @@ class KokoroEngine:
         voices are in `voices()` too."""
         return self._clone_bases
 
-    def synthesize(self, voice_key: str, text: str) -> Pcm:
+    def synthesize(self, voice_key: str, text: str, speed: float = 1.0) -> Pcm:
         voice = self._voices[voice_key]
         audio: list[npt.NDArray[np.int16]] = []
         times: list[WordTime] = []
@@ -257,7 +261,7 @@ class KokoroEngine:
                     known = [p for p in piece if p in self._vocab]
                     if not known:
                         continue
-                    samples, spans = self._infer(known, voice.style, voice.language.speed)
+                    samples, spans = self._infer(known, voice.style, voice.language.speed * speed)
                     times += shifted(spans, sum(part.size for part in audio) / SAMPLE_RATE)
                     audio.append(samples)
         except Exception as error:  # onnxruntime raises its own, unexported exception types

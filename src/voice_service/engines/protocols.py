@@ -65,12 +65,18 @@ class EngineVoice:
 
 
 class TextToSpeech(Protocol):
+    # The speeds its own timing says text at within about 10 % of 1/speed as long (its
+    # model's durations, its rate); the rest of a speed past them is time-stretched
+    # (`inference.engines`).
+    speeds: tuple[float, float]
+
     def voices(self) -> Sequence[EngineVoice]:
         """The voices this engine offers, loaded once at start."""
         ...
 
-    def synthesize(self, voice_key: str, text: str) -> Pcm:
-        """Speak `text` with the voice `voice_key` (one of `voices()`)."""
+    def synthesize(self, voice_key: str, text: str, speed: float = 1.0) -> Pcm:
+        """Speak `text` with the voice `voice_key` (one of `voices()`), `speed` times as fast
+        as the voice's own pace (within `speeds`)."""
         ...
 
     def clone_bases(self) -> Sequence[str]:
@@ -109,9 +115,15 @@ class VoiceCloner(Protocol):
         usable speech."""
         ...
 
-    def speaker(self, profile: Mapping[str, Any]) -> Callable[[str], Pcm]:
-        """Says a chunk of text in the voice `profile` describes (derive it once per
-        request; the callable is used for every chunk)."""
+    @property
+    def speeds(self) -> tuple[float, float]:
+        """The speeds `speaker` reaches by itself (as `TextToSpeech.speeds`)."""
+        ...
+
+    def speaker(self, profile: Mapping[str, Any], speed: float = 1.0) -> Callable[[str], Pcm]:
+        """Says a chunk of text in the voice `profile` describes, `speed` times as fast as
+        its base voice's pace (derive it once per request; the callable is used for every
+        chunk)."""
         ...
 
 

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from voice_service.audio.encode import OutputFormat
-from voice_service.speech.schemas import EXAMPLE_TEXT, SpeechText
+from voice_service.speech.schemas import EXAMPLE_TEXT, SpeechText, Speed
 from voice_service.voices.schemas import EXAMPLE_VOICE_ID
 
 TTS_MODELS = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
@@ -47,7 +47,7 @@ class SpeechBody(BaseModel):
         examples=["alloy", EXAMPLE_VOICE_ID],
     )
     response_format: OutputFormat = OutputFormat.MP3
-    speed: float = Field(1.0, ge=0.25, le=4.0)
+    speed: Speed = 1.0
     instructions: str | None = Field(
         None,
         max_length=4096,

@@ -1,9 +1,10 @@
 """ElevenLabs' input-streaming protocol: text in as a language model writes it, speech out
 as soon as a clause of it is complete.
 
-The client opens with `{"text": " "}` (ElevenLabs' `voice_settings` and `generation_config`
-are accepted and not used), sends text pieces (`{"text": "Hello, ", "try_trigger_generation":
-true}`), may `{"flush": true}` to have what it sent spoken now, and ends with `{"text": ""}`.
+The client opens with `{"text": " "}` (of ElevenLabs' `voice_settings` its `speed` is used;
+the others and `generation_config` are accepted and not used), sends text pieces
+(`{"text": "Hello, ", "try_trigger_generation": true}`), may `{"flush": true}` to have what
+it sent spoken now, and ends with `{"text": ""}`.
 Text is spoken clause by clause, in order, each clause as soon as its end has arrived (a
 clause mark or sentence end followed by a space, or a line break); a run of 120 characters
 without one is spoken up to its last space. Each chunk of speech comes as `{"audio": base64,
@@ -27,6 +28,8 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import ValidationError
+
 from voice_service.audio.encode import AudioEncoder, AudioFormat
 from voice_service.audio.output_formats import parse_output_format
 from voice_service.books.unit_gate import UnitGate
@@ -42,6 +45,7 @@ from voice_service.realtime.upgrade import (
     next_message,
 )
 from voice_service.speech.clauses import next_clause
+from voice_service.speech.schemas import SPEEDS, VoiceSettings
 from voice_service.speech.service import is_remote, speech_chunks, timed_speech
 from voice_service.tenancy.principal import Principal
 from voice_service.voices.service import find_voice
@@ -83,6 +87,7 @@ class InputStream:
         self._encoder = AudioEncoder(prepared.fmt, streaming=True, bitrate=settings.mp3_bitrate)
         self._gate = UnitGate(session.ledger, HOLD_AHEAD)
         self._opened = False
+        self._speed = 1.0  # the opening message's voice_settings.speed
         self._received = 0  # characters of text after the opening message (held under a cap)
         # Billed: the characters whose audio was sent (by the alignment sent with it; a
         # provider's voice, which has none, by whole clauses).
@@ -117,6 +122,8 @@ class InputStream:
             return True
         if not self._opened:
             self._opened = True  # ElevenLabs' opening message: its " " is not text to speak
+            if not await self._take_settings(message.get("voice_settings")):
+                return True
             if not text.strip():
                 return True
         if text == "":
@@ -128,6 +135,21 @@ class InputStream:
         self._pending += text
         spoken, self._pending = next_clause(self._pending, everything=message.get("flush") is True)
         self._queue(spoken)
+        return True
+
+    async def _take_settings(self, settings: object) -> bool:
+        """The opening message's `voice_settings`; False (and an error message) when its
+        speed is not one the voices take, which leaves the session at the voice's pace."""
+        if not isinstance(settings, dict) or "speed" not in settings:
+            return True
+        try:
+            self._speed = VoiceSettings(speed=settings["speed"]).speed
+        except ValidationError:
+            await self._error(
+                "invalid_message",
+                f"voice_settings.speed must be a number from {SPEEDS[0]} to {SPEEDS[1]}.",
+            )
+            return False
         return True
 
     def end(self) -> None:
@@ -177,13 +199,22 @@ class InputStream:
         chunk; a provider's voice has no alignment."""
         context, ledger = self._session.context, self._session.ledger
         if not self._timed:
-            made = speech_chunks(context, self._voice, clause, ledger, self._fmt, streaming=True)
+            made = speech_chunks(
+                context, self._voice, clause, ledger, self._fmt, streaming=True, speed=self._speed
+            )
             async with aclosing(made) as audio:
                 async for piece in audio:
                     yield piece, None
             return
         timed = timed_speech(
-            context, self._voice, clause, ledger, self._fmt, streaming=True, encoder=self._encoder
+            context,
+            self._voice,
+            clause,
+            ledger,
+            self._fmt,
+            streaming=True,
+            encoder=self._encoder,
+            speed=self._speed,
         )
         start = self._elapsed  # the clause's times count from its own start
         async with aclosing(timed) as chunks:

@@ -23,6 +23,28 @@ SpeechText = Annotated[
 ]
 
 
+# How much faster than its own pace a voice speaks: OpenAI's `speed` range, which also holds
+# ElevenLabs' (0.7 to 1.2).
+SPEEDS = (0.25, 4.0)
+Speed = Annotated[
+    float,
+    Field(
+        ge=SPEEDS[0],
+        le=SPEEDS[1],
+        description=f"{SPEEDS[0]} to {SPEEDS[1]} times the voice's own pace; 1 by default. "
+        "Every engine reaches it by its own timing; billing is unchanged.",
+    ),
+]
+
+
+class VoiceSettings(BaseModel):
+    """ElevenLabs' `voice_settings`: only `speed` changes our voices; the others
+    (`stability`, `similarity_boost`, `style`, `use_speaker_boost`) are accepted and not
+    used."""
+
+    speed: Speed = 1.0
+
+
 class SpeechRequest(BaseModel):
     model_config = ConfigDict(
         json_schema_extra={"examples": [{"text": EXAMPLE_TEXT, "voice_id": EXAMPLE_VOICE_ID}]}
@@ -38,3 +60,10 @@ class SpeechRequest(BaseModel):
         description="An id from GET /voices.",
         examples=[EXAMPLE_VOICE_ID],
     )
+    voice_settings: VoiceSettings | None = Field(
+        None, description="ElevenLabs' voice settings; `speed` is the one these voices use."
+    )
+
+    @property
+    def speed(self) -> float:
+        return self.voice_settings.speed if self.voice_settings else 1.0

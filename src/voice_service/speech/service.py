@@ -57,7 +57,10 @@ async def synthesize_speech(
 ) -> bytes:
     """The native /text-to-speech: one file, billed once it is made."""
     voice, charge = await _held_voice(runtime, principal, ledger, body.voice_id, body.text)
-    audio = await speak(runtime, voice, body.text, ledger, fmt)
+    chunks = speech_chunks(
+        runtime, voice, body.text, ledger, fmt, streaming=False, speed=body.speed
+    )
+    audio = b"".join([chunk async for chunk in chunks])
     await ledger.bill(charge)
     return audio
 
@@ -106,7 +109,7 @@ async def synthesize_with_timestamps(
     voice, charge = await _held_voice(runtime, principal, ledger, body.voice_id, body.text)
     parts: list[bytes] = []
     alignment = Alignment()
-    made = timed_speech(runtime, voice, body.text, ledger, fmt, streaming=False)
+    made = timed_speech(runtime, voice, body.text, ledger, fmt, streaming=False, speed=body.speed)
     async with aclosing(made) as chunks:
         async for chunk in chunks:
             parts.append(chunk.audio)
@@ -125,7 +128,7 @@ async def stream_with_timestamps(
     """/text-to-speech/with-timestamps/stream: a JSON line per chunk, its audio and the
     characters it speaks."""
     voice, charge = await _held_voice(runtime, principal, ledger, body.voice_id, body.text)
-    made = timed_speech(runtime, voice, body.text, ledger, fmt, streaming=True)
+    made = timed_speech(runtime, voice, body.text, ledger, fmt, streaming=True, speed=body.speed)
     return SpeechStream(await started(_json_lines(made)), charge)
 
 
@@ -143,10 +146,16 @@ def timestamped_json(audio: bytes, alignment: Alignment) -> str:
 
 
 async def speak(
-    runtime: Runtime, voice: Voice, text: str, ledger: Ledger, fmt: AudioFormat = MP3
+    runtime: Runtime,
+    voice: Voice,
+    text: str,
+    ledger: Ledger,
+    fmt: AudioFormat = MP3,
+    *,
+    speed: float = 1.0,
 ) -> bytes:
     """One file of `voice` saying `text`; not billed (the caller bills)."""
-    chunks = speech_chunks(runtime, voice, text, ledger, fmt, streaming=False)
+    chunks = speech_chunks(runtime, voice, text, ledger, fmt, streaming=False, speed=speed)
     return b"".join([chunk async for chunk in chunks])
 
 
@@ -183,10 +192,8 @@ async def speech_chunks(
                 if chunk:
                     yield chunk
         return
-    encoder = AudioEncoder(
-        fmt, streaming=streaming, bitrate=runtime.settings.mp3_bitrate, speed=speed
-    )
-    speech = _Encoded(runtime, ledger, voice, text, encoder)
+    encoder = AudioEncoder(fmt, streaming=streaming, bitrate=runtime.settings.mp3_bitrate)
+    speech = _Encoded(runtime, ledger, voice, text, encoder, speed)
     async with aclosing(_made_here(runtime, voice, ledger, speech)) as made:
         async for chunk in made:
             if chunk:
@@ -209,16 +216,22 @@ async def timed_speech(
     *,
     streaming: bool,
     encoder: AudioEncoder | None = None,
+    speed: float = 1.0,
 ) -> AsyncGenerator[TimedAudio, None]:
-    """`voice` saying `text` in `fmt`, with when each character is spoken, chunk by chunk.
-    A provider's voice comes whole, its times as the provider reports them (a provider
-    whose API reports none is refused). With the caller's `encoder` (a stream of several
-    texts, this node's voices only) the encoder is not finished."""
+    """`voice` saying `text` in `fmt`, `speed` times as fast as its pace, with when each
+    character is spoken, chunk by chunk. A provider's voice comes whole, its times as the
+    provider reports them (a provider whose API reports none, or takes no speed, is
+    refused). With the caller's `encoder` (a stream of several texts, this node's voices
+    only) the encoder is not finished."""
     remote = remote_speaker(runtime, voice)
     if remote is not None:
         if not remote.provider.reports_timestamps:
             raise InvalidRequest(
                 f"Voice {voice.id!r} is spoken by a provider whose API reports no timestamps."
+            )
+        if speed != 1.0:
+            raise InvalidRequest(
+                f"Voice {voice.id!r} is spoken by a provider whose timed speech takes no speed."
             )
         assert encoder is None, "a provider's voice is not spoken into a caller's encoder"
         audio, alignment = await remote.provider.speak_timed(remote.voice, text, fmt)
@@ -227,7 +240,7 @@ async def timed_speech(
     finishing = encoder is None
     if encoder is None:
         encoder = AudioEncoder(fmt, streaming=streaming, bitrate=runtime.settings.mp3_bitrate)
-    speech = _Timed(runtime, ledger, voice, text, encoder, finishing=finishing)
+    speech = _Timed(runtime, ledger, voice, text, encoder, speed, finishing=finishing)
     async with aclosing(_made_here(runtime, voice, ledger, speech)) as made:
         async for chunk in made:
             yield chunk
@@ -273,7 +286,13 @@ class _Speech(ABC, Generic[T]):
     in order checked against the request's budget, counted and encoded (`emit`)."""
 
     def __init__(
-        self, runtime: Runtime, ledger: Ledger, voice: Voice, text: str, encoder: AudioEncoder
+        self,
+        runtime: Runtime,
+        ledger: Ledger,
+        voice: Voice,
+        text: str,
+        encoder: AudioEncoder,
+        speed: float,
     ) -> None:
         assert runtime.engines is not None
         self.encoder = encoder
@@ -286,7 +305,7 @@ class _Speech(ABC, Generic[T]):
         # A stream starts with a short chunk, so its first audio comes at once; a whole
         # file keeps every sentence in one piece (the best prosody).
         parts = runtime.engines.speech_parts(
-            voice.engine_voice, voice.profile, text, quick_start=encoder.streaming
+            voice.engine_voice, voice.profile, text, quick_start=encoder.streaming, speed=speed
         )
         self.parts = [functools.partial(self._made, part) for part in parts]
 
@@ -337,10 +356,11 @@ class _Timed(_Speech[TimedAudio]):
         voice: Voice,
         text: str,
         encoder: AudioEncoder,
+        speed: float,
         *,
         finishing: bool,
     ) -> None:
-        super().__init__(runtime, ledger, voice, text, encoder)
+        super().__init__(runtime, ledger, voice, text, encoder, speed)
         self._timer = TextTimer(text)
         self._finishing = finishing
 

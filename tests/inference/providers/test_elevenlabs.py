@@ -154,6 +154,24 @@ async def test_timestamps_are_made_there_and_passed_through(
         assert await _units(app, response.headers["x-request-id"]) == [len(TEXT)]
 
 
+async def test_its_timed_speech_at_another_speed_is_refused_before_it_is_asked(
+    node: tuple[httpx.AsyncClient, FastAPI, Tenant], peer: ElevenLabsPeer
+) -> None:
+    client, app, tenant = node
+    asked_before = len(peer.requests)
+    body = {
+        "voice_id": catalogue_voice_id(f"eleven:{RACHEL}"),
+        "text": TEXT,
+        "voice_settings": {"speed": 1.2},
+    }
+    response = await client.post(
+        "/text-to-speech/with-timestamps", headers=tenant.headers, json=body
+    )
+    assert "takes no speed" in assert_error(response, 400, "INVALID_REQUEST")["message"]
+    assert len(peer.requests) == asked_before
+    assert await _units(app, response.headers["x-request-id"]) == []
+
+
 async def test_transcription_is_made_there_in_our_seconds_and_codes(
     node: tuple[httpx.AsyncClient, FastAPI, Tenant], peer: ElevenLabsPeer, tmp_path: Path
 ) -> None:

@@ -157,11 +157,17 @@ class WorldCloner:
         converted = analysed_speech(resynthesize(self._spoken(key, text), conversion))
         return cosine(sample, self._encoder.embed(converted.astype(np.float32)))
 
-    def speaker(self, profile: Mapping[str, Any]) -> Callable[[str], Pcm]:
+    @property
+    def speeds(self) -> tuple[float, float]:
+        """The speeds every base reaches by itself (the conversion keeps the timing)."""
+        engines = [base.tts.speeds for base in self._bases.values()]
+        return max(low for low, _ in engines), min(high for _, high in engines)
+
+    def speaker(self, profile: Mapping[str, Any], speed: float = 1.0) -> Callable[[str], Pcm]:
         target = VoiceProfile.from_dict(profile)
         base = self._bases.get(target.base_voice or "", self._default)
         conversion = Conversion.between(self.base_profile(base.key), target)
-        return lambda text: convert(base.tts.synthesize(base.key, text), conversion)
+        return lambda text: convert(base.tts.synthesize(base.key, text, speed), conversion)
 
     def base_profile(self, key: str) -> VoiceProfile:
         """The long-term profile of the base `key`: shipped, or measured on first use."""
