@@ -109,6 +109,7 @@ async def text_to_speech_stream(call: SpeechCall) -> MeteredStream:
         call.body.text,
         call.fmt,
         speed=call.body.speed,
+        context=call.body.context,
     )
     return MeteredStream(
         speech.chunks, media_type=call.fmt.media_type, ledger=call.ledger, charge=speech.charge

@@ -64,7 +64,7 @@ class TextTimer:
         at = self._source.find(chunk, self._done)
         if at < 0:  # not a piece of the text: time it as if it followed what was timed
             at, chunk = self._done, self._source[self._done : self._done + len(chunk)]
-        starts, ends = _chunk_times(chunk, pcm.word_times, pcm.duration_seconds)
+        starts, ends = character_times(chunk, pcm.word_times, pcm.duration_seconds)
         lead = starts[0] if starts else 0.0
         gap = at - self._done  # spaces between chunks: from the end of the last to this one
         timed = Alignment(
@@ -87,10 +87,11 @@ class TextTimer:
         )
 
 
-def _chunk_times(
+def character_times(
     chunk: str, spoken: Sequence[WordTime], duration: float
 ) -> tuple[list[float], list[float]]:
-    """Start and end of each character of `chunk`, in seconds from its audio's start."""
+    """Start and end of each character of `chunk`, in seconds from its audio's start, from
+    the times of the words the engine spoke (spread evenly where it reports none)."""
     words = [(match.start(), match.end()) for match in _WORD.finditer(chunk)]
     if not words:
         return [0.0] * len(chunk), [0.0] * len(chunk)

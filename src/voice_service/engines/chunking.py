@@ -50,6 +50,12 @@ def split_text(
     return [head, *_non_blank(rest), *chunks[1:]]
 
 
+def ends_sentence(text: str) -> bool:
+    """`text` ends where a sentence does (terminal punctuation, closing quotes after it)."""
+    end = text.rstrip().rstrip(_CLOSING)
+    return end.endswith(tuple(_TERMINAL + _CJK_TERMINAL))
+
+
 def speakable(text: str) -> str:
     """`text` with control characters (NUL, escapes, …) as spaces: engines either choke on
     them (Piper: "embedded null character") or read them out as noise."""

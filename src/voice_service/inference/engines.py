@@ -26,6 +26,7 @@ from voice_service.engines.catalog import (
     local_engine,
 )
 from voice_service.engines.chunking import FIRST_CHUNK_CHARS, split_text
+from voice_service.engines.continuity import NO_CONTEXT, Context, said_in_context
 from voice_service.engines.protocols import (
     EngineVoice,
     Pcm,
@@ -100,18 +101,28 @@ class Engines:
         *,
         quick_start: bool = False,
         speed: float = 1.0,
+        context: Context = NO_CONTEXT,
     ) -> list[Callable[[], SpokenChunk]]:
         """`text` in chunks (`chunking.split_text`), each a call that speaks it, so memory
         stays bounded whatever its length and each chunk can be sent as soon as it is made;
         in a clone's voice when its `profile` is given; with a short first chunk for a
-        `quick_start`; `speed` times as fast as the voice's pace. The calls may run at once
-        on several threads. The voice is looked up by the first call made, which raises
-        `UnknownVoice` before any work."""
+        `quick_start`; `speed` times as fast as the voice's pace; the first chunk going on
+        from `context.before` and the last into `context.after` (`continuity`). The calls
+        may run at once on several threads. The voice is looked up by the first call made,
+        which raises `UnknownVoice` before any work."""
         speaker = functools.cache(lambda: self.chunk_speaker(voice_key, profile, speed))
-        first_chars = FIRST_CHUNK_CHARS if quick_start else None
+        chunks = split_text(text, first_chars=FIRST_CHUNK_CHARS if quick_start else None)
         return [
-            functools.partial(_spoken, speaker, chunk)
-            for chunk in split_text(text, first_chars=first_chars)
+            functools.partial(
+                _spoken,
+                speaker,
+                chunk,
+                Context(
+                    context.before if index == 0 else "",
+                    context.after if index == len(chunks) - 1 else "",
+                ),
+            )
+            for index, chunk in enumerate(chunks)
         ]
 
     @staticmethod
@@ -156,8 +167,10 @@ def load_announced(what: str, load: Callable[P, T], *args: P.args, **kwargs: P.k
     return loaded
 
 
-def _spoken(speaker: Callable[[], Callable[[str], Pcm]], chunk: str) -> SpokenChunk:
-    return SpokenChunk(chunk, speaker()(chunk))
+def _spoken(
+    speaker: Callable[[], Callable[[str], Pcm]], chunk: str, context: Context
+) -> SpokenChunk:
+    return SpokenChunk(chunk, said_in_context(speaker(), chunk, context))
 
 
 def engine_options(settings: Settings) -> EngineOptions:

@@ -4,6 +4,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from voice_service.engines.continuity import Context, context_of
 from voice_service.voices.schemas import EXAMPLE_VOICE_ID
 
 MAX_TEXT_LENGTH = 5000
@@ -37,6 +38,18 @@ Speed = Annotated[
 ]
 
 
+# ElevenLabs' `previous_text` and `next_text`: the text said before and after this one in
+# other requests, so that a sentence split between them is said as one; never billed.
+NeighbourText = Annotated[
+    str | None,
+    Field(
+        max_length=MAX_TEXT_LENGTH,
+        description="The text said before (previous_text) or after (next_text) this one, in "
+        "another request: a sentence split between them keeps its intonation. Not billed.",
+    ),
+]
+
+
 class VoiceSettings(BaseModel):
     """ElevenLabs' `voice_settings`: only `speed` changes our voices; the others
     (`stability`, `similarity_boost`, `style`, `use_speaker_boost`) are accepted and not
@@ -64,6 +77,13 @@ class SpeechRequest(BaseModel):
         None, description="ElevenLabs' voice settings; `speed` is the one these voices use."
     )
 
+    previous_text: NeighbourText = None
+    next_text: NeighbourText = None
+
     @property
     def speed(self) -> float:
         return self.voice_settings.speed if self.voice_settings else 1.0
+
+    @property
+    def context(self) -> Context:
+        return context_of(self.previous_text, self.text, self.next_text)

@@ -26,6 +26,7 @@ from voice_service.core.errors import InvalidRequest, NotFound, ProviderError
 from voice_service.core.models import Voice
 from voice_service.core.vocabulary import Capability, UsageEndpoint
 from voice_service.engines.alignment import Alignment, TextTimer
+from voice_service.engines.continuity import NO_CONTEXT, Context
 from voice_service.engines.deadline import Deadline
 from voice_service.engines.protocols import EngineError, UnknownVoice
 from voice_service.inference import resolver
@@ -57,10 +58,9 @@ async def synthesize_speech(
 ) -> bytes:
     """The native /text-to-speech: one file, billed once it is made."""
     voice, charge = await _held_voice(runtime, principal, ledger, body.voice_id, body.text)
-    chunks = speech_chunks(
-        runtime, voice, body.text, ledger, fmt, streaming=False, speed=body.speed
+    audio = await speak(
+        runtime, voice, body.text, ledger, fmt, speed=body.speed, context=body.context
     )
-    audio = b"".join([chunk async for chunk in chunks])
     await ledger.bill(charge)
     return audio
 
@@ -91,10 +91,13 @@ async def stream_speech(
     fmt: AudioFormat,
     *,
     speed: float = 1.0,
+    context: Context = NO_CONTEXT,
 ) -> SpeechStream:
     """A streamed answer of `voice_id` saying `text`, its units held first."""
     voice, charge = await _held_voice(runtime, principal, ledger, voice_id, text)
-    chunks = speech_chunks(runtime, voice, text, ledger, fmt, streaming=True, speed=speed)
+    chunks = speech_chunks(
+        runtime, voice, text, ledger, fmt, streaming=True, speed=speed, context=context
+    )
     return SpeechStream(await started(chunks), charge)
 
 
@@ -109,7 +112,16 @@ async def synthesize_with_timestamps(
     voice, charge = await _held_voice(runtime, principal, ledger, body.voice_id, body.text)
     parts: list[bytes] = []
     alignment = Alignment()
-    made = timed_speech(runtime, voice, body.text, ledger, fmt, streaming=False, speed=body.speed)
+    made = timed_speech(
+        runtime,
+        voice,
+        body.text,
+        ledger,
+        fmt,
+        streaming=False,
+        speed=body.speed,
+        context=body.context,
+    )
     async with aclosing(made) as chunks:
         async for chunk in chunks:
             parts.append(chunk.audio)
@@ -128,7 +140,16 @@ async def stream_with_timestamps(
     """/text-to-speech/with-timestamps/stream: a JSON line per chunk, its audio and the
     characters it speaks."""
     voice, charge = await _held_voice(runtime, principal, ledger, body.voice_id, body.text)
-    made = timed_speech(runtime, voice, body.text, ledger, fmt, streaming=True, speed=body.speed)
+    made = timed_speech(
+        runtime,
+        voice,
+        body.text,
+        ledger,
+        fmt,
+        streaming=True,
+        speed=body.speed,
+        context=body.context,
+    )
     return SpeechStream(await started(_json_lines(made)), charge)
 
 
@@ -153,9 +174,12 @@ async def speak(
     fmt: AudioFormat = MP3,
     *,
     speed: float = 1.0,
+    context: Context = NO_CONTEXT,
 ) -> bytes:
     """One file of `voice` saying `text`; not billed (the caller bills)."""
-    chunks = speech_chunks(runtime, voice, text, ledger, fmt, streaming=False, speed=speed)
+    chunks = speech_chunks(
+        runtime, voice, text, ledger, fmt, streaming=False, speed=speed, context=context
+    )
     return b"".join([chunk async for chunk in chunks])
 
 
@@ -168,10 +192,12 @@ async def speech_chunks(
     *,
     streaming: bool,
     speed: float = 1.0,
+    context: Context = NO_CONTEXT,
 ) -> AsyncGenerator[bytes, None]:
     """`voice` saying `text` in `fmt`, encoded bytes as each chunk of text is spoken (or the
-    whole file at the end when not `streaming`). A provider's voice (a clone made there
-    too) is spoken by the provider, its bytes passed on as they arrive."""
+    whole file at the end when not `streaming`), going on from and into `context`. A
+    provider's voice (a clone made there too) is spoken by the provider, its bytes passed
+    on as they arrive, without the context."""
     remote = remote_speaker(runtime, voice)
     if remote is not None:
         # The provider's own timeout, plus the inference budget's share for the longest
@@ -193,7 +219,7 @@ async def speech_chunks(
                     yield chunk
         return
     encoder = AudioEncoder(fmt, streaming=streaming, bitrate=runtime.settings.mp3_bitrate)
-    speech = _Encoded(runtime, ledger, voice, text, encoder, speed)
+    speech = _Encoded(runtime, ledger, voice, text, encoder, speed, context)
     async with aclosing(_made_here(runtime, voice, ledger, speech)) as made:
         async for chunk in made:
             if chunk:
@@ -217,6 +243,7 @@ async def timed_speech(
     streaming: bool,
     encoder: AudioEncoder | None = None,
     speed: float = 1.0,
+    context: Context = NO_CONTEXT,
 ) -> AsyncGenerator[TimedAudio, None]:
     """`voice` saying `text` in `fmt`, `speed` times as fast as its pace, with when each
     character is spoken, chunk by chunk. A provider's voice comes whole, its times as the
@@ -240,7 +267,7 @@ async def timed_speech(
     finishing = encoder is None
     if encoder is None:
         encoder = AudioEncoder(fmt, streaming=streaming, bitrate=runtime.settings.mp3_bitrate)
-    speech = _Timed(runtime, ledger, voice, text, encoder, speed, finishing=finishing)
+    speech = _Timed(runtime, ledger, voice, text, encoder, speed, context, finishing=finishing)
     async with aclosing(_made_here(runtime, voice, ledger, speech)) as made:
         async for chunk in made:
             yield chunk
@@ -293,6 +320,7 @@ class _Speech(ABC, Generic[T]):
         text: str,
         encoder: AudioEncoder,
         speed: float,
+        context: Context,
     ) -> None:
         assert runtime.engines is not None
         self.encoder = encoder
@@ -305,7 +333,12 @@ class _Speech(ABC, Generic[T]):
         # A stream starts with a short chunk, so its first audio comes at once; a whole
         # file keeps every sentence in one piece (the best prosody).
         parts = runtime.engines.speech_parts(
-            voice.engine_voice, voice.profile, text, quick_start=encoder.streaming, speed=speed
+            voice.engine_voice,
+            voice.profile,
+            text,
+            quick_start=encoder.streaming,
+            speed=speed,
+            context=context,
         )
         self.parts = [functools.partial(self._made, part) for part in parts]
 
@@ -357,10 +390,11 @@ class _Timed(_Speech[TimedAudio]):
         text: str,
         encoder: AudioEncoder,
         speed: float,
+        context: Context,
         *,
         finishing: bool,
     ) -> None:
-        super().__init__(runtime, ledger, voice, text, encoder, speed)
+        super().__init__(runtime, ledger, voice, text, encoder, speed, context)
         self._timer = TextTimer(text)
         self._finishing = finishing
 
