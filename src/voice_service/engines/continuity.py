@@ -72,13 +72,13 @@ def said_in_context(say: Callable[[str], Pcm], chunk: str, context: Context) -> 
 def _cut(pcm: Pcm, begin: float, finish: float) -> Pcm:
     """The audio from `begin` to `finish`, its word times with it, faded where it is cut."""
     rate = pcm.sample_rate
-    first, end = round(begin * rate), round(finish * rate)
-    samples = pcm.samples[first:end].astype(np.float32)
+    first, stop = round(begin * rate), round(finish * rate)
+    samples = pcm.samples[first:stop].astype(np.float32)
     fade = min(round(_FADE_SECONDS * rate), samples.size // 2)
     ramp = np.linspace(0.0, 1.0, fade, endpoint=False, dtype=np.float32)
     if first > 0:
         samples[:fade] *= ramp
-    if end < pcm.samples.size:
+    if stop < pcm.samples.size:
         samples[samples.size - fade :] *= ramp[::-1]
     times: tuple[WordTime, ...] = tuple(
         (start - begin, end - begin)
