@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # handed out last keeps one process busy alone after the other has run out of files.
 LONGEST_FIRST = (
     "test_bench.py",
+    "test_bench_in_process.py",
     "test_inference_bounds.py",
     "test_job_kills.py",
     "test_long_recording.py",
