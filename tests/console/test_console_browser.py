@@ -192,6 +192,7 @@ def test_voices_clone_preview_try_and_delete(
 
     page.get_by_label("Voice", exact=True).select_option(label="Narrator")
     page.get_by_label("Text", exact=True).fill("Trying it out.")
+    page.get_by_label("Speed", exact=True).fill("1.25")
     with page.expect_response(re.compile(r"/text-to-speech$")) as spoken:
         page.get_by_role("button", name="Speak", exact=True).click()
     assert spoken.value.status == 200

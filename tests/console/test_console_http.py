@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from tests.helpers import speech_clips as clips
+from tests.helpers.api import mp3_facts
 from tests.helpers.console import (
     PASSWORD,
     Customer,
@@ -510,3 +511,23 @@ def test_the_keys_and_voices_pages_say_what_the_api_takes(server: Server, alice:
     assert "<code>/api/v1</code> and to the OpenAI-compatible <code>/v1</code>" in keys
     assert "10\N{EN DASH}30 s of speech is best" in voices
     assert f"at least {MIN_SPEECH_SECONDS:g} s of speech is needed" in voices
+
+
+def test_try_it_speaks_at_the_speed_asked(server: Server) -> None:
+    frank = new_customer(server, "frank@example.com", "Frank Org")
+    with signed_in_client(server, frank.email) as client:
+        page = client.get(f"/console/orgs/{frank.org_id}/voices").text
+        assert 'name="speed"' in page and 'min="0.25" max="4.0"' in page
+        url = f"/console/orgs/{frank.org_id}/text-to-speech"
+        form = {"csrf_token": csrf_token(page), "text": "The keeper lit the lamp.", "voice_id": JOE}
+        seconds = {}
+        for speed in ("1", "1.5"):
+            answer = client.post(url, data={**form, "speed": speed})
+            assert answer.status_code == 200, answer.text
+            seconds[speed] = mp3_facts(answer.content)[1]
+        # As the page's script asks: errors in the API's envelope.
+        accept = {"Accept": "application/json, audio/mpeg"}
+        refused = client.post(url, data={**form, "speed": "9"}, headers=accept)
+    assert seconds["1.5"] / seconds["1"] == pytest.approx(1 / 1.5, rel=0.1)
+    assert refused.status_code == 400
+    assert "speed" in refused.json()["error"]["message"]

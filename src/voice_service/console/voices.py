@@ -34,7 +34,7 @@ from voice_service.core.errors import ApiError, InvalidRequest, describe_errors
 from voice_service.core.models import Organization
 from voice_service.core.vocabulary import Service
 from voice_service.engines.world.analysis import MAX_ANALYSIS_SECONDS
-from voice_service.speech.schemas import MAX_TEXT_LENGTH, SpeechRequest
+from voice_service.speech.schemas import MAX_TEXT_LENGTH, SPEEDS, SpeechRequest, VoiceSettings
 from voice_service.speech.service import synthesize_speech
 from voice_service.tenancy.console_sessions import SignedIn
 from voice_service.voices.listing import voices_of
@@ -133,6 +133,7 @@ async def _voices_page(
         max_name=MAX_NAME_LENGTH,
         max_description=MAX_DESCRIPTION_LENGTH,
         max_text=MAX_TEXT_LENGTH,
+        speeds=SPEEDS,
         sample=_sample_seconds(context),
         max_upload_mb=context.settings.max_upload_bytes // (1024 * 1024),
     )
@@ -166,7 +167,11 @@ async def try_it(
     form = await checked_form(request, user)
     principal = await act_for_org(request, context, org, Service.TEXT_TO_SPEECH)
     try:
-        body = SpeechRequest(text=str(form.get("text", "")), voice_id=str(form.get("voice_id", "")))
+        body = SpeechRequest(
+            text=str(form.get("text", "")),
+            voice_id=str(form.get("voice_id", "")),
+            voice_settings=VoiceSettings(speed=str(form.get("speed") or 1)),
+        )
     except ValidationError as exc:
         raise InvalidRequest(describe_errors(exc.errors())) from None
     audio = await synthesize_speech(context, principal, ledger_of(request), body)
