@@ -15,7 +15,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from voice_service.core.vocabulary import Capability
 from voice_service.engines.catalog import engine_names, engines_help, parse_engine_list
-from voice_service.models.catalogue import catalogue
+from voice_service.models.catalogue import names_of
 
 # What WHISPER_MODELS calls the model in WHISPER_MODEL_DIR.
 CUSTOM_WHISPER = "custom"
@@ -31,15 +31,32 @@ def _stt_engines(value: str) -> str:
     return ",".join(parse_engine_list(value, Capability.SPEECH_TO_TEXT))
 
 
+def _names(value: str) -> tuple[str, ...]:
+    """A comma-separated list's names, each once, in order."""
+    return tuple(dict.fromkeys(name.strip() for name in value.split(",") if name.strip()))
+
+
 def _whisper_models(value: str) -> str:
-    names = tuple(dict.fromkeys(name.strip() for name in value.split(",") if name.strip()))
-    known = [name for name, model in catalogue().items() if model.kind == "whisper"]
+    names = _names(value)
+    known = names_of("whisper")
     unknown = [name for name in names if name not in (*known, CUSTOM_WHISPER)]
     if unknown:
         raise ValueError(
             f"{', '.join(unknown)}: not a Whisper model of the catalogue; name any of "
             f"{', '.join(known)} (pulled with `voice-service models pull`), or "
             f"{CUSTOM_WHISPER} for WHISPER_MODEL_DIR, comma-separated, the default first"
+        )
+    return ",".join(names)
+
+
+def _piper_voices(value: str) -> str:
+    names = _names(value)
+    known = names_of("piper")
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise ValueError(
+            f"{', '.join(unknown)}: not a Piper voice of the catalogue; name any of "
+            f"{', '.join(known)} (pulled with `voice-service models pull`), comma-separated"
         )
     return ",".join(names)
 
@@ -240,6 +257,12 @@ class Settings(BaseSettings):
     )
     piper_voices_dir: Path | None = Field(
         None, description="Extra Piper voices (*.onnx + *.onnx.json) to add to the catalogue."
+    )
+    piper_voices: Annotated[str, AfterValidator(_piper_voices)] = Field(
+        "",
+        description="Piper voices of the models catalogue this node speaks with besides the "
+        "packaged one, comma-separated; each must be pulled (`voice-service models pull "
+        "NAME`). Each joins GET /voices with its language.",
     )
     whisper_model_dir: Path | None = Field(
         None,
@@ -513,6 +536,10 @@ class Settings(BaseSettings):
         if self.whisper_models:
             return tuple(self.whisper_models.split(","))
         return (CUSTOM_WHISPER,) if self.whisper_model_dir is not None else ("base",)
+
+    @property
+    def piper_voice_names(self) -> tuple[str, ...]:
+        return tuple(name for name in self.piper_voices.split(",") if name)
 
     @property
     def webhook_retries(self) -> tuple[int, ...]:

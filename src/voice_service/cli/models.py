@@ -65,20 +65,22 @@ def _row(models_dir: Path, model: CatalogueModel) -> dict[str, Any]:
 @models_app.command("list")
 def list_models(as_json: JsonFlag = False) -> None:
     """Every model the catalogue has, whether it is pulled here, and whether this node's
-    settings offer it (VOICE_SERVICE_WHISPER_MODELS; the first is the default)."""
+    settings offer it (VOICE_SERVICE_WHISPER_MODELS, whose first is the default, and
+    VOICE_SERVICE_PIPER_VOICES)."""
     from voice_service.models.catalogue import catalogue
 
     settings = _settings()
     models_dir = settings.resolved_models_dir
-    offered = settings.whisper_model_names
+    whisper = settings.whisper_model_names
+    offered = (*whisper, *settings.piper_voice_names)
     rows = [
         _row(models_dir, model)
-        | {"offered": model.name in offered, "default": model.name == offered[0]}
+        | {"offered": model.name in offered, "default": model.name == whisper[0]}
         for model in catalogue().values()
     ]
     lines = [f"Models dir {models_dir}; offered: {', '.join(offered)}"]
     lines += [
-        f"{row['name']:<16} {row['kind']:<8} {row['bytes'] / 1e9:6.2f} GB  {row['status']:<10} "
+        f"{row['name']:<20} {row['kind']:<8} {row['bytes'] / 1e9:6.2f} GB  {row['status']:<10} "
         f"{'default' if row['default'] else 'offered' if row['offered'] else '':<8} "
         f"{row['description']}"
         for row in rows
@@ -104,7 +106,8 @@ def pull(name: ModelName, as_json: JsonFlag = False) -> None:
         as_json,
         row,
         f"Pulled {model.name} ({model.repo} at {model.revision[:12]}) into {row['path']}\n"
-        f"Offer it: add {model.name} to {row['used_with']} (the first is the default)",
+        f"Offer it: add {model.name} to {row['used_with']}"
+        + (" (the first is the default)" if model.kind == "whisper" else ""),
     )
 
 

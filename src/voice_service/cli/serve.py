@@ -137,6 +137,14 @@ def _check_files(settings: Settings) -> None:
             if problem := start_problem(choice):
                 typer.echo(f"error: VOICE_SERVICE_WHISPER_MODELS: {problem}", err=True)
                 raise typer.Exit(1)
+    if "piper" in settings.tts_engine_names:
+        from voice_service.models.catalogue import model_named
+        from voice_service.models.store import start_problem as voice_problem
+
+        for name in settings.piper_voice_names:
+            if problem := voice_problem(settings.resolved_models_dir, model_named(name)):
+                typer.echo(f"error: VOICE_SERVICE_PIPER_VOICES: {problem}", err=True)
+                raise typer.Exit(1)
     if settings.providers_file is not None:
         from voice_service.inference.providers.config import ProvidersFileError, load_providers
 

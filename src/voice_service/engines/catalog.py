@@ -20,6 +20,7 @@ class EngineOptions:
 
     data_dir: Path  # where packaged models are joined
     piper_voices_dir: Path | None
+    piper_voice_files: tuple[Path, ...]  # pulled voices' `.onnx` files, configs beside them
     whisper_model_dir: Path | None
     whisper_device: str  # cpu, cuda or auto
     whisper_compute_type: str | None  # None: the device's default

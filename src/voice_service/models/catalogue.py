@@ -10,7 +10,10 @@ from dataclasses import dataclass
 from typing import Final
 
 # What each kind of model is for: the setting that names the pulled ones a node offers.
-USED_WITH: Final = {"whisper": "VOICE_SERVICE_WHISPER_MODELS"}
+USED_WITH: Final = {
+    "whisper": "VOICE_SERVICE_WHISPER_MODELS",
+    "piper": "VOICE_SERVICE_PIPER_VOICES",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +56,11 @@ def catalogue() -> dict[str, CatalogueModel]:
                 name, kind, entry["repo"], entry["revision"], entry["description"], files
             )
     return models
+
+
+def names_of(kind: str) -> list[str]:
+    """The catalogue's models of `kind`, in the file's order."""
+    return [name for name, model in catalogue().items() if model.kind == kind]
 
 
 def model_named(name: str) -> CatalogueModel:

@@ -39,6 +39,12 @@ def model_dir(models_dir: Path, model: CatalogueModel) -> Path:
     return models_dir / model.kind / model.name
 
 
+def voice_model(models_dir: Path, model: CatalogueModel) -> Path:
+    """Where a pulled Piper voice's ONNX model is (its `.onnx.json` config beside it)."""
+    (name,) = [file.name for file in model.files if file.name.endswith(".onnx")]
+    return model_dir(models_dir, model) / name
+
+
 def status(models_dir: Path, model: CatalogueModel) -> Status:
     directory = model_dir(models_dir, model)
     if (directory / RECEIPT).is_file():
@@ -86,6 +92,16 @@ def size_problems(directory: Path) -> tuple[str, list[Problem]] | None:
         return None  # none, or not one that `pull` wrote
     found = [problem for file in files if (problem := _problem(directory, file, hashed=False))]
     return name, found
+
+
+def start_problem(models_dir: Path, model: CatalogueModel) -> str | None:
+    """What keeps a node from loading `model` at start, in one line with the command that
+    mends it: not pulled, or a file that differs from the catalogue (every file read)."""
+    command = f"voice-service models pull {model.name}"
+    if status(models_dir, model) != "pulled":
+        return f"{model.name} is not pulled into {models_dir}; run: {command}"
+    found = problems(model_dir(models_dir, model), model)
+    return f"the {model.name} model's {found[0]}; repair: {command}" if found else None
 
 
 def pull(models_dir: Path, model: CatalogueModel) -> Path:
