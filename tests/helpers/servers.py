@@ -142,3 +142,18 @@ def running_server(
         except subprocess.TimeoutExpired:  # still draining a long request: not left behind
             process.kill()
             process.wait()
+
+
+def serve_refusal(data_dir: Path, **settings: str) -> str:
+    """What `voice-service serve` on `data_dir` says as it refuses to start with `settings`
+    (as VOICE_SERVICE_* variables)."""
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "VOICE_SERVICE_DATA_DIR": str(data_dir),
+        **{f"VOICE_SERVICE_{name.upper()}": value for name, value in settings.items()},
+    }
+    served = subprocess.run(  # noqa: S603
+        [*CLI, "serve", "--port", "0"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert served.returncode == 1
+    return served.stderr.strip()

@@ -8,14 +8,13 @@ real person."""
 from __future__ import annotations
 
 import json
-import subprocess
 import tarfile
 from pathlib import Path
 
 from bench.hub import BASE, Hub, answer, models, running_hub
 from bench.speech_set import real_clips
 
-from tests.helpers.servers import CLI
+from tests.helpers.servers import serve_refusal
 
 
 def test_pull_fetches_the_pinned_files_checks_them_and_lists_the_model(
@@ -178,34 +177,20 @@ def test_an_archive_holding_anything_else_is_refused_whole(
     assert not (data_dir / "models" / "whisper" / "base" / "config.json").exists()
 
 
-def serve_refusal(data_dir: Path, whisper_models: str) -> str:
-    """What `serve` says as it refuses to start with `whisper_models` offered."""
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "VOICE_SERVICE_DATA_DIR": str(data_dir),
-        "VOICE_SERVICE_WHISPER_MODELS": whisper_models,
-    }
-    served = subprocess.run(  # noqa: S603
-        [*CLI, "serve", "--port", "0"], env=env, capture_output=True, text=True, timeout=120
-    )
-    assert served.returncode == 1
-    return served.stderr.strip()
-
-
 def test_serve_refuses_a_pulled_whisper_cut_short_naming_the_repair(
     tmp_path: Path, hub: Hub
 ) -> None:
     directory = Path(answer(models(tmp_path, hub, "pull", "base", "--json"))["path"])
     with (directory / "model.bin").open("r+b") as model:
         model.truncate(1_000_000)
-    assert serve_refusal(tmp_path, "base") == (
+    assert serve_refusal(tmp_path, whisper_models="base") == (
         "error: VOICE_SERVICE_WHISPER_MODELS: the base model's model.bin is 1000000 bytes, "
         "not 145217532; repair: voice-service models pull base"
     )
 
 
 def test_serve_refuses_a_model_it_was_told_to_offer_and_does_not_have(tmp_path: Path) -> None:
-    assert serve_refusal(tmp_path, "base,large-v3-turbo") == (
+    assert serve_refusal(tmp_path, whisper_models="base,large-v3-turbo") == (
         "error: VOICE_SERVICE_WHISPER_MODELS: large-v3-turbo is not pulled into "
         f"{tmp_path / 'models' / 'whisper'}; run: voice-service models pull large-v3-turbo"
     )

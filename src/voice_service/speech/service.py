@@ -112,16 +112,7 @@ async def synthesize_with_timestamps(
     voice, charge = await _held_voice(runtime, principal, ledger, body.voice_id, body.text)
     parts: list[bytes] = []
     alignment = Alignment()
-    made = timed_speech(
-        runtime,
-        voice,
-        body.text,
-        ledger,
-        fmt,
-        streaming=False,
-        speed=body.speed,
-        context=body.context,
-    )
+    made = _timed_answer(runtime, voice, body, ledger, fmt, streaming=False)
     async with aclosing(made) as chunks:
         async for chunk in chunks:
             parts.append(chunk.audio)
@@ -140,17 +131,30 @@ async def stream_with_timestamps(
     """/text-to-speech/with-timestamps/stream: a JSON line per chunk, its audio and the
     characters it speaks."""
     voice, charge = await _held_voice(runtime, principal, ledger, body.voice_id, body.text)
-    made = timed_speech(
+    made = _timed_answer(runtime, voice, body, ledger, fmt, streaming=True)
+    return SpeechStream(await started(_json_lines(made)), charge)
+
+
+def _timed_answer(
+    runtime: Runtime,
+    voice: Voice,
+    body: SpeechRequest,
+    ledger: Ledger,
+    fmt: AudioFormat,
+    *,
+    streaming: bool,
+) -> AsyncGenerator[TimedAudio, None]:
+    """`timed_speech` of a request's text, at its speed and in its context."""
+    return timed_speech(
         runtime,
         voice,
         body.text,
         ledger,
         fmt,
-        streaming=True,
+        streaming=streaming,
         speed=body.speed,
         context=body.context,
     )
-    return SpeechStream(await started(_json_lines(made)), charge)
 
 
 async def _json_lines(chunks: AsyncGenerator[TimedAudio, None]) -> AsyncGenerator[bytes, None]:
