@@ -129,9 +129,9 @@ def test_a_paragraph_streams_in_several_chunks_the_first_one_short(
     said: list[str] = []
     synthesize = kokoro.synthesize
 
-    def recording(voice_key: str, text: str) -> Pcm:
+    def recording(voice_key: str, text: str, speed: float = 1.0) -> Pcm:
         said.append(text)
-        return synthesize(voice_key, text)
+        return synthesize(voice_key, text, speed)
 
     monkeypatch.setattr(kokoro, "synthesize", recording)
     text = "Buenos días a todos. Hoy hablamos del tiempo. Mañana hará sol en la ciudad."
