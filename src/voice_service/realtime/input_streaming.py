@@ -122,8 +122,7 @@ class InputStream:
             return True
         if not self._opened:
             self._opened = True  # ElevenLabs' opening message: its " " is not text to speak
-            if not await self._take_settings(message.get("voice_settings")):
-                return True
+            await self._take_settings(message.get("voice_settings"))
             if not text.strip():
                 return True
         if text == "":
@@ -137,20 +136,19 @@ class InputStream:
         self._queue(spoken)
         return True
 
-    async def _take_settings(self, settings: object) -> bool:
-        """The opening message's `voice_settings`; False (and an error message) when its
-        speed is not one the voices take, which leaves the session at the voice's pace."""
+    async def _take_settings(self, settings: object) -> None:
+        """The opening message's `voice_settings`: a speed the voices do not take gets an
+        error message and leaves the session at the voice's pace."""
         if not isinstance(settings, dict) or "speed" not in settings:
-            return True
+            return
         try:
             self._speed = VoiceSettings(speed=settings["speed"]).speed
         except ValidationError:
             await self._error(
                 "invalid_message",
-                f"voice_settings.speed must be a number from {SPEEDS[0]} to {SPEEDS[1]}.",
+                f"voice_settings.speed must be a number from {SPEEDS[0]} to {SPEEDS[1]}; "
+                "the session speaks at the voice's pace.",
             )
-            return False
-        return True
 
     def end(self) -> None:
         """No more text: what is pending is spoken, then the last message goes out."""

@@ -76,7 +76,6 @@ class SpeechRequest(BaseModel):
     voice_settings: VoiceSettings | None = Field(
         None, description="ElevenLabs' voice settings; `speed` is the one these voices use."
     )
-
     previous_text: NeighbourText = None
     next_text: NeighbourText = None
 
