@@ -514,11 +514,11 @@ def test_the_keys_and_voices_pages_say_what_the_api_takes(server: Server, alice:
 
 
 def test_try_it_speaks_at_the_speed_asked(server: Server) -> None:
-    frank = new_customer(server, "frank@example.com", "Frank Org")
-    with signed_in_client(server, frank.email) as client:
-        page = client.get(f"/console/orgs/{frank.org_id}/voices").text
+    petra = new_customer(server, "petra@example.com", "Petra Org")
+    with signed_in_client(server, petra.email) as client:
+        page = client.get(f"/console/orgs/{petra.org_id}/voices").text
         assert 'name="speed"' in page and 'min="0.25" max="4.0"' in page
-        url = f"/console/orgs/{frank.org_id}/text-to-speech"
+        url = f"/console/orgs/{petra.org_id}/text-to-speech"
         form = {"csrf_token": csrf_token(page), "text": "The keeper lit the lamp.", "voice_id": JOE}
         seconds = {}
         for speed in ("1", "1.5"):
