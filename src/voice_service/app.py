@@ -14,6 +14,7 @@ from fastapi import APIRouter, FastAPI
 from voice_service.accounts.password_checks import PasswordChecks
 from voice_service.api.cloning import router as cloning_router
 from voice_service.api.models import router as models_router
+from voice_service.api.pronunciation import router as pronunciation_router
 from voice_service.api.request_log import router as requests_router
 from voice_service.api.speech import router as speech_router
 from voice_service.api.transcription import router as transcription_router
@@ -243,6 +244,7 @@ def _include_routers(app: FastAPI) -> None:
     api.include_router(jobs_router)
     api.include_router(webhooks_router)
     api.include_router(voices_router)
+    api.include_router(pronunciation_router)
     api.include_router(models_router)
     api.include_router(cloning_router)
     api.include_router(usage_router)

@@ -54,6 +54,55 @@ OPERATIONS = {
     ("/transcription-jobs", "get"): {"200", "400", "401", "403", "429"},
     ("/transcription-jobs/{job_id}", "get"): {"200", "400", "401", "403", "404", "429"},
     ("/transcription-jobs/{job_id}", "delete"): {"200", "204", "401", "403", "404", "429"},
+    ("/pronunciation-dictionaries/add-from-file", "post"): {
+        "201",
+        "400",
+        "401",
+        "403",
+        "413",
+        "429",
+    },
+    ("/pronunciation-dictionaries/add-from-rules", "post"): {"201", "400", "401", "403", "429"},
+    ("/pronunciation-dictionaries", "get"): {"200", "400", "401", "403", "429"},
+    ("/pronunciation-dictionaries/{dictionary_id}", "get"): {"200", "401", "403", "404", "429"},
+    ("/pronunciation-dictionaries/{dictionary_id}", "patch"): {
+        "200",
+        "400",
+        "401",
+        "403",
+        "404",
+        "429",
+    },
+    ("/pronunciation-dictionaries/{dictionary_id}", "delete"): {
+        "200",
+        "401",
+        "403",
+        "404",
+        "429",
+    },
+    ("/pronunciation-dictionaries/{dictionary_id}/add-rules", "post"): {
+        "200",
+        "400",
+        "401",
+        "403",
+        "404",
+        "429",
+    },
+    ("/pronunciation-dictionaries/{dictionary_id}/remove-rules", "post"): {
+        "200",
+        "400",
+        "401",
+        "403",
+        "404",
+        "429",
+    },
+    ("/pronunciation-dictionaries/{dictionary_id}/{version_id}/download", "get"): {
+        "200",
+        "401",
+        "403",
+        "404",
+        "429",
+    },
     ("/webhooks", "post"): {"201", "400", "401", "403", "429"},
     ("/webhooks", "get"): {"200", "401", "403", "429"},
     ("/webhooks/{webhook_id}", "get"): {"200", "401", "403", "404", "429"},
@@ -368,7 +417,8 @@ async def test_form_fields_show_examples_that_fit(
         for field in fields.values():
             for value in field.get("examples", []):
                 Draft202012Validator(field).validate(value)
-    assert forms == 6  # /speech-to-text, /asr, /transcription-jobs, /voices/clone; OpenAI's two
+    # /speech-to-text, /asr, /transcription-jobs, /voices/clone, a PLS file; OpenAI's two
+    assert forms == 7
 
 
 async def test_docs_are_served_by_the_app_itself(client: httpx.AsyncClient) -> None:

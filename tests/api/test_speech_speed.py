@@ -16,6 +16,7 @@ from tests.helpers.inference import spoken
 from tests.helpers.voices import JOE, JOE_KEY
 from voice_service.audio.encode import AudioEncoder
 from voice_service.audio.output_formats import NAMED_FORMATS
+from voice_service.engines.manner import Manner
 from voice_service.inference.engines import Engines
 
 pytestmark = pytest.mark.anyio
@@ -40,7 +41,7 @@ async def test_the_speech_is_the_engines_own_at_that_speed(
 
     # Byte for byte what Piper says with its phonemes' lengths scaled: no time-stretch after.
     encoder = AudioEncoder(NAMED_FORMATS["pcm_22050"], streaming=False)
-    for chunk in spoken(engines, JOE_KEY, None, TEXT, speed=1.5):
+    for chunk in spoken(engines, JOE_KEY, None, TEXT, Manner(speed=1.5)):
         encoder.add(chunk.pcm)
     assert response.content == encoder.finish()
     assert await usage_units(tenants, tenant.org_id) == [("text-to-speech", len(TEXT))]

@@ -28,7 +28,16 @@ from tests.helpers.servers import Server
 playwright_api = pytest.importorskip("playwright.sync_api")
 expect = playwright_api.expect
 
-TABS = ("API keys", "Usage", "Request log", "Jobs", "Webhooks", "Voices", "API reference")
+TABS = (
+    "API keys",
+    "Usage",
+    "Request log",
+    "Jobs",
+    "Webhooks",
+    "Voices",
+    "Pronunciation",
+    "API reference",
+)
 # The cells of a table's rows, and the badges, links, buttons and bars in them, that lie
 # (wholly or partly) outside the window's width; one hidden (no box) is not on screen at all.
 OFF_SCREEN = """table => {

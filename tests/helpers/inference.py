@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from voice_service.engines.manner import PLAIN, Manner
 from voice_service.inference.engines import Engines, SpokenChunk
 from voice_service.inference.pool import InferencePool
 
@@ -19,8 +20,8 @@ def spoken(
     voice_key: str,
     profile: Mapping[str, Any] | None,
     text: str,
-    speed: float = 1.0,
+    manner: Manner = PLAIN,
 ) -> Iterator[SpokenChunk]:
     """`text` spoken chunk by chunk, one after another, as the service's parts make it."""
-    for speak in engines.speech_parts(voice_key, profile, text, speed=speed):
+    for speak in engines.speech_parts(voice_key, profile, text, manner=manner):
         yield speak()

@@ -15,7 +15,13 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 # The steps measured in-process, after the node has stopped (bench/run.py's `in_process`),
 # and what they report on a quick run; then what the steps that call the node report.
-IN_PROCESS_STEPS = ("diarization", "cloning", "voice_quality", "transcription_quality")
+IN_PROCESS_STEPS = (
+    "diarization",
+    "cloning",
+    "pronunciation",
+    "voice_quality",
+    "transcription_quality",
+)
 IN_PROCESS_FIGURES = {
     # --quick scores the held-out 2-speaker conversations without overlap.
     "diarization_der_overlap_free",
@@ -34,6 +40,9 @@ IN_PROCESS_FIGURES = {
     "clone_base_wer",
     "clone_wer",
     "clone_conversion_rtf",
+    "pronunciation_added_ms",
+    "pronunciation_build_ms",
+    "pronunciation_worst_ms",
     # --quick measures what users hear in Spanish alone (Kokoro's path) and one clone.
     "tts_wer_es",
     "tts_heldout_wer_es",
@@ -145,6 +154,7 @@ TARGETED = {
     "tts_concurrency_speedup",
     "upload_rss_growth_mib",
     "tts_rss_growth_mib",
+    "pronunciation_added_ms",
     "clone_average_gain",
     "clone_wer_delta",
     "stream_first_byte_ratio",

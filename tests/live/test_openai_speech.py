@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 
+import httpx
 import openai
 import pytest
 
@@ -145,3 +146,28 @@ async def test_the_async_client_speaks(live: LiveServer) -> None:
             model="tts-1", voice="echo", input=TEXT, response_format="flac"
         )
         assert audio_duration(response.content)[0] == "flac"
+
+
+def test_a_pronunciation_dictionary_in_extra_body_is_heard(
+    live: LiveServer, client: openai.OpenAI
+) -> None:
+    made = httpx.post(
+        f"{live.root}/api/v1/pronunciation-dictionaries/add-from-rules",
+        headers={"Authorization": f"Bearer {client.api_key}"},
+        json={
+            "name": "Our stack",
+            "rules": [{"type": "alias", "string_to_replace": "VS", "alias": "Voice Service"}],
+        },
+    )
+    assert made.status_code == 201, made.text
+    locator = {"pronunciation_dictionary_id": made.json()["id"]}
+
+    audio = client.audio.speech.create(
+        model="tts-1",
+        voice="alloy",
+        input="Welcome to VS.",
+        response_format="wav",
+        extra_body={"pronunciation_dictionary_locators": [locator]},
+    ).content
+    heard = client.audio.transcriptions.create(model="whisper-1", file=("a.wav", audio))
+    assert "voice service" in heard.text.lower()

@@ -318,3 +318,53 @@ async def test_bad_upgrades_are_refused_before_upgrading(
     response = refused.value.response
     assert response.status_code == status
     assert json.loads(response.body)["error"]["code"] == code
+
+
+async def test_the_opening_pronunciation_dictionaries_are_the_sessions(node: Server) -> None:
+    async with httpx.AsyncClient() as client:
+        made = await client.post(
+            f"{node.base_url}/pronunciation-dictionaries/add-from-rules",
+            headers={"Authorization": f"Bearer {node.api_key}"},
+            json={
+                "name": "Shop words",
+                "rules": [{"type": "alias", "string_to_replace": "order", "alias": "parcel"}],
+            },
+        )
+    assert made.status_code == 201, made.text
+    locators = [{"pronunciation_dictionary_id": made.json()["id"]}]
+    async with stream_input(
+        node, opening={"pronunciation_dictionary_locators": locators}, output_format="pcm_16000"
+    ) as messages:
+        await messages.ws.send(text(SPOKEN))
+        await messages.ws.send(json.dumps({"text": ""}))
+        await messages.until_final()
+    assert not [message for message in messages.seen if "error" in message]
+    assert "".join(messages.alignment()[0]) == SPOKEN  # timed as written
+    heard = await transcribed(node, messages.audio())
+    assert "parcel" in heard and "order" not in heard
+
+    missing = [{"pronunciation_dictionary_id": "pd_missing"}]
+    _, errors = await spoken_seconds(node, {"pronunciation_dictionary_locators": missing})
+    assert errors == ["invalid_message"]
+
+
+async def transcribed(node: Server, pcm: bytes) -> str:
+    out = io.BytesIO()
+    with av.open(out, "w", format="wav") as container:
+        stream = container.add_stream("pcm_s16le", rate=16_000, layout="mono")
+        frame = av.AudioFrame.from_ndarray(
+            np.frombuffer(pcm, dtype=np.int16).reshape(1, -1), format="s16", layout="mono"
+        )
+        frame.sample_rate = 16_000
+        for packet in stream.encode(frame):
+            container.mux(packet)
+        container.mux(stream.encode(None))
+    async with httpx.AsyncClient(timeout=PATIENCE) as client:
+        answer = await client.post(
+            f"{node.base_url}/speech-to-text",
+            headers={"Authorization": f"Bearer {node.api_key}"},
+            files={"file": ("a.wav", out.getvalue())},
+            data={"language": "en"},
+        )
+    assert answer.status_code == 200, answer.text
+    return str(answer.json()["text"]).lower()

@@ -18,7 +18,7 @@ from voice_service.tenancy.principal import Principal
 from voice_service.voices.schemas import Voice
 from voice_service.web.deps import Context, IdempotencyKey, RequestLedger, require
 from voice_service.web.schemas import error_responses, multipart_request_body
-from voice_service.web.uploads import receive_audio_upload
+from voice_service.web.uploads import receive_upload
 
 router = APIRouter(tags=["voices"])
 
@@ -61,7 +61,7 @@ async def create_clone(
     principal: Annotated[Principal, Depends(require(Scope.VOICES_WRITE, Service.CLONING))],
     _idempotent: IdempotencyKey,
 ) -> ClonedVoice:
-    async with receive_audio_upload(
+    async with receive_upload(
         request, context.settings.max_upload_bytes, context.uploads_dir
     ) as upload:
         clone_request = validate_clone_fields(upload.fields)

@@ -11,6 +11,7 @@ from voice_service.audio.output_formats import parse_output_format
 from voice_service.books.ledger import Ledger
 from voice_service.speech.schemas import SpeechRequest
 from voice_service.speech.service import (
+    manner_of,
     stream_speech,
     stream_with_timestamps,
     synthesize_speech,
@@ -108,8 +109,7 @@ async def text_to_speech_stream(call: SpeechCall) -> MeteredStream:
         call.body.voice_id,
         call.body.text,
         call.fmt,
-        speed=call.body.speed,
-        context=call.body.context,
+        manner=await manner_of(call.context, call.principal, call.body),
     )
     return MeteredStream(
         speech.chunks, media_type=call.fmt.media_type, ledger=call.ledger, charge=speech.charge

@@ -24,7 +24,7 @@ from voice_service.transcription.service import (
 )
 from voice_service.web.deps import Context, IdempotencyKey, RequestLedger, require
 from voice_service.web.schemas import error_responses, multipart_request_body
-from voice_service.web.uploads import NAMED_PEOPLE_FIELDS, receive_audio_upload
+from voice_service.web.uploads import NAMED_PEOPLE_FIELDS, receive_upload
 
 router = APIRouter(tags=["transcription"])
 
@@ -64,7 +64,7 @@ _RESPONSES = error_responses(400, 413, 415, 502)
 async def _transcribe(
     request: Request, context: Context, ledger: Ledger, endpoint: str
 ) -> Transcript:
-    async with receive_audio_upload(
+    async with receive_upload(
         request, context.settings.max_upload_bytes, context.uploads_dir, NAMED_PEOPLE_FIELDS
     ) as upload:
         fields = upload.fields

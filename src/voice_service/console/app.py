@@ -7,7 +7,17 @@ from pathlib import Path
 from fastapi import APIRouter, FastAPI, Request, Response
 from fastapi.staticfiles import StaticFiles
 
-from voice_service.console import jobs, keys, request_log, root, sign_in, usage, voices, webhooks
+from voice_service.console import (
+    jobs,
+    keys,
+    pronunciation,
+    request_log,
+    root,
+    sign_in,
+    usage,
+    voices,
+    webhooks,
+)
 from voice_service.console.auth import PageNotFound, SignInRequired
 from voice_service.console.pages import CONSOLE_PREFIX, redirect, render
 from voice_service.console.previews import Previews
@@ -22,7 +32,7 @@ STATIC_DIR = Path(__file__).parent / "static"
 def install_console(app: FastAPI) -> None:
     console = APIRouter(prefix=CONSOLE_PREFIX, include_in_schema=False)
     console.add_api_route("", sign_in.home)  # /console as well as /console/
-    for module in (sign_in, keys, usage, request_log, jobs, webhooks, voices):
+    for module in (sign_in, keys, usage, request_log, jobs, webhooks, voices, pronunciation):
         console.include_router(module.router)
     app.include_router(console)
     app.add_api_route("/", root.root, methods=["GET"], include_in_schema=False)

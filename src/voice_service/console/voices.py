@@ -41,7 +41,7 @@ from voice_service.voices.listing import voices_of
 from voice_service.voices.service import find_clone, visible_voice
 from voice_service.web.deps import Context
 from voice_service.web.ledgers import ledger_of
-from voice_service.web.uploads import receive_audio_upload
+from voice_service.web.uploads import receive_upload
 
 router = APIRouter()
 
@@ -184,7 +184,7 @@ async def clone_action(
 ) -> Response:
     fields: dict[str, str] = {}
     try:
-        async with receive_audio_upload(
+        async with receive_upload(
             request, context.settings.max_upload_bytes, context.uploads_dir
         ) as upload:
             fields = upload.fields

@@ -453,3 +453,34 @@ class WebhookAttempt(Base):
     status_code: Mapped[int | None] = mapped_column(Integer)  # None: no answer
     latency_ms: Mapped[int] = mapped_column(Integer)
     error: Mapped[str | None] = mapped_column(String(300))
+
+
+class PronunciationDictionary(Base):
+    """An organization's rules for saying words (pronunciation/): each change makes a new
+    version, and a request names a version or takes the latest."""
+
+    __tablename__ = "pronunciation_dictionaries"
+    __table_args__ = (Index("ix_pronunciation_dictionaries_org", "org_id", "created_at"),)
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    org_id: Mapped[str] = mapped_column(ForeignKey("organizations.id"))
+    name: Mapped[str] = mapped_column(String(100))
+    description: Mapped[str | None] = mapped_column(String(1000))
+    language: Mapped[str | None] = mapped_column(String(35))  # a PLS file's xml:lang
+    latest_version_id: Mapped[str] = mapped_column(String(40))
+    latest_rules: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    archived_at: Mapped[datetime | None]
+
+
+class PronunciationDictionaryVersion(Base):
+    """One version's rules, never changed once written (ElevenLabs' JSON shape of a rule)."""
+
+    __tablename__ = "pronunciation_dictionary_versions"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    dictionary_id: Mapped[str] = mapped_column(
+        ForeignKey("pronunciation_dictionaries.id", ondelete="CASCADE"), index=True
+    )
+    rules: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -14,6 +14,8 @@ import re
 import unicodedata
 from collections.abc import Iterator
 
+from voice_service.engines.protocols import PHONEMES_CLOSE, PHONEMES_OPEN
+
 # About eight seconds of speech: most sentences stay whole, and few chunks need the phoneme
 # cap of Piper (which would cut them at a word rather than where the text pauses).
 MAX_CHUNK_CHARS = 120
@@ -33,6 +35,7 @@ _SENTENCE_END = re.compile(
 # Commas, semicolons and colons (ASCII, fullwidth, ideographic), or a spaced dash.
 _CLAUSE_END = re.compile(r"(?<=[,;:\uff0c\uff1b\uff1a\u3001])\s*|\s+(?=[\u2014\u2013]\s)")
 _SPACE = re.compile(r"\s+")
+_PHONEME_MARKS = frozenset((PHONEMES_OPEN, PHONEMES_CLOSE))
 
 
 def split_text(
@@ -58,9 +61,13 @@ def ends_sentence(text: str) -> bool:
 
 def speakable(text: str) -> str:
     """`text` with control characters (NUL, escapes, …) as spaces: engines either choke on
-    them (Piper: "embedded null character") or read them out as noise."""
+    them (Piper: "embedded null character") or read them out as noise. So are the marks of
+    phonemes (`protocols.PHONEMES_OPEN`): only a pronunciation rule writes phonemes."""
     return "".join(
-        " " if unicodedata.category(char) == "Cc" and char != "\n" else char for char in text
+        " "
+        if (unicodedata.category(char) == "Cc" and char != "\n") or char in _PHONEME_MARKS
+        else char
+        for char in text
     )
 
 

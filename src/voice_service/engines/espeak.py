@@ -19,7 +19,13 @@ import piper
 
 from voice_service.engines.catalog import EngineOptions
 from voice_service.engines.espeak_lock import ESPEAK_LOCK
-from voice_service.engines.protocols import EngineError, EngineVoice, Pcm
+from voice_service.engines.protocols import (
+    PHONEMES_OPEN,
+    EngineError,
+    EngineVoice,
+    Pcm,
+    phoneme_pieces,
+)
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -33,6 +39,7 @@ KEY_PREFIX = "espeak:"
 _AUDIO_OUTPUT_SYNCHRONOUS = 2  # the same mode piper's bridge initializes with
 _POS_CHARACTER = 1
 _CHARS_UTF8 = 0x1  # plain text, not SSML: user text may contain "<" and "&"
+_PHONEMES = 0x100  # phoneme mnemonics between [[ and ]] (only a pronunciation rule's)
 _ENDPAUSE = 0x1000
 _EE_OK = 0
 _RATE = 1  # espeakRATE
@@ -103,6 +110,84 @@ CATALOGUE: tuple[tuple[str, str, str], ...] = (
     ("vi", "vi", "Vietnamese"),
     ("yue", "yue", "Chinese (Cantonese)"),
 )
+
+# espeak-ng's IPA (`pronunciation.ipa_of`) in espeak-ng's own phoneme mnemonics, which its
+# [[ ]] input reads (longest first); ASCII letters not listed are their own mnemonics, and
+# symbols neither lists have no mnemonic and are left out.
+_MNEMONICS = (
+    ("ɑː", "A:"),
+    ("ɔː", "O:"),
+    ("ɜː", "3:"),
+    ("iː", "i:"),
+    ("uː", "u:"),
+    ("eɪ", "eI"),
+    ("aɪ", "aI"),
+    ("ɔɪ", "OI"),
+    ("oʊ", "oU"),
+    ("aʊ", "aU"),
+    ("tʃ", "tS"),
+    ("dʒ", "dZ"),
+    ("ə", "@"),
+    ("ɚ", "3"),
+    ("ɐ", "a#"),
+    ("æ", "a"),
+    ("ɑ", "A"),
+    ("ɒ", "0"),
+    ("ʌ", "V"),
+    ("ɛ", "E"),
+    ("ɪ", "I"),
+    ("ʊ", "U"),
+    ("ɔ", "O"),
+    ("θ", "T"),
+    ("ð", "D"),
+    ("ʃ", "S"),
+    ("ʒ", "Z"),
+    ("ŋ", "N"),
+    ("ɹ", "r"),
+    ("ɾ", "t#"),
+    ("ɡ", "g"),
+    ("ç", "C"),
+    ("ʔ", "?"),
+    ("ɲ", "n^"),
+    ("ʎ", "l^"),
+    ("ɣ", "Q"),
+    ("β", "B"),
+    ("ʁ", "R"),
+    ("ˈ", "'"),
+    ("ˌ", ","),
+    ("ː", ":"),
+)
+_MNEMONIC_LETTERS = frozenset("abdefhijklmnoprstuvwxz ")
+
+
+def mnemonics(ipa: str) -> str:
+    """`ipa` (espeak-ng's IPA) in espeak-ng's phoneme mnemonics."""
+    spelled = []
+    rest = ipa
+    while rest:
+        for symbol, mnemonic in _MNEMONICS:
+            if rest.startswith(symbol):
+                spelled.append(mnemonic)
+                rest = rest[len(symbol) :]
+                break
+        else:
+            if rest[0] in _MNEMONIC_LETTERS:
+                spelled.append(rest[0])
+            rest = rest[1:]
+    return "".join(spelled)
+
+
+def _espeak_input(text: str) -> tuple[str, int]:
+    """`text` as espeak-ng reads it, and the flag its phonemes need: a pronunciation rule's
+    phonemes as [[mnemonics]], and any "[[" of the text itself kept from opening some."""
+    if PHONEMES_OPEN not in text:
+        return text, 0
+    pieces = [
+        f"[[{mnemonics(piece)}]]" if is_phonemes else piece.replace("[[", "[ [")
+        for piece, is_phonemes in phoneme_pieces(text)
+    ]
+    return " ".join(pieces), _PHONEMES
+
 
 _SynthCallback = ctypes.CFUNCTYPE(
     ctypes.c_int, ctypes.POINTER(ctypes.c_short), ctypes.c_int, ctypes.c_void_p
@@ -221,10 +306,12 @@ class EspeakEngine:
         self._lib.espeak_SetParameter(_RATE, rate, 0)
 
     def _synthesize_locked(self, text: str) -> np.ndarray[tuple[int], np.dtype[np.int16]]:
-        encoded = text.encode("utf-8")
+        said, phonemes = _espeak_input(text)
+        encoded = said.encode("utf-8")
         self._chunks = []
+        flags = _CHARS_UTF8 | _ENDPAUSE | phonemes
         status = self._lib.espeak_Synth(
-            encoded, len(encoded) + 1, 0, _POS_CHARACTER, 0, _CHARS_UTF8 | _ENDPAUSE, None, None
+            encoded, len(encoded) + 1, 0, _POS_CHARACTER, 0, flags, None, None
         )
         chunks, self._chunks = self._chunks, []
         if status != _EE_OK:

@@ -41,8 +41,14 @@ from voice_service.engines.espeak_lock import ESPEAK_LOCK
 from voice_service.engines.model_files import write_joined
 from voice_service.engines.onnx_graph import exposing
 from voice_service.engines.onnx_session import DEFAULT_INTRA_OP_THREADS, session_options
-from voice_service.engines.piper import split_phonemes
-from voice_service.engines.protocols import EngineError, EngineVoice, Pcm, WordTime
+from voice_service.engines.piper import phonemized, split_phonemes
+from voice_service.engines.protocols import (
+    EngineError,
+    EngineVoice,
+    Pcm,
+    WordTime,
+    phoneme_pieces,
+)
 from voice_service.engines.word_times import only, shifted, word_times
 
 _LOGGER = logging.getLogger(__name__)
@@ -315,13 +321,20 @@ _JAPANESE_LOCK = threading.Lock()
 
 
 def _sentence_phonemes(language: Language, text: str) -> list[list[str]]:
-    """`text` in Kokoro's symbols, sentence by sentence. The locks cover only the front
+    """`text` in Kokoro's symbols, sentence by sentence; phonemes a pronunciation rule wrote
+    (espeak-ng's IPA) are mapped as espeak-ng's own are. The locks cover only the front
     ends, so the ONNX runs of concurrent calls overlap."""
     if language.front_end == "japanese":
         with _JAPANESE_LOCK:
-            return [list(_japanese_phonemizer()(text))]
+            romanized = [
+                piece if is_phonemes else _japanese_phonemizer()(piece)
+                for piece, is_phonemes in phoneme_pieces(text)
+            ]
+        return [list(" ".join(romanized))]
     with ESPEAK_LOCK:
-        sentences = _phonemizer().phonemize(language.espeak_voice, text)
+        sentences = phonemized(
+            functools.partial(_phonemizer().phonemize, language.espeak_voice), text
+        )
     return [kokoro_phonemes(sentence, language.symbols) for sentence in sentences]
 
 

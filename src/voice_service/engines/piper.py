@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,13 @@ from voice_service.engines.catalog import CLONE_BASE_VOICE, EngineOptions
 from voice_service.engines.espeak_lock import ESPEAK_LOCK
 from voice_service.engines.onnx_graph import exposing
 from voice_service.engines.onnx_session import DEFAULT_INTRA_OP_THREADS, session_options
-from voice_service.engines.protocols import EngineError, EngineVoice, Pcm, WordTime
+from voice_service.engines.protocols import (
+    EngineError,
+    EngineVoice,
+    Pcm,
+    WordTime,
+    phoneme_pieces,
+)
 from voice_service.engines.word_times import only, shifted, word_times
 
 _LOGGER = logging.getLogger(__name__)
@@ -45,6 +51,7 @@ _MAX_INT16 = 32767.0
 # names), so each inference is also capped here (the figures: bench/engine_settings.md).
 MAX_PHONEMES = 150
 _CLAUSE_PHONEMES = frozenset(",;:")
+_SENTENCE_END_PHONEMES = frozenset(".!?")
 
 # The model rounds each phoneme's (and each pad's) length up to whole frames, so the audio's
 # length moves less than its length scale (by the scale to the power 0.8, near enough): a
@@ -124,7 +131,7 @@ class PiperEngine:
             # Only phonemization touches espeak-ng; the ONNX runs outside the lock so that
             # concurrent calls overlap (InferenceSession.run is thread-safe).
             with ESPEAK_LOCK:
-                sentences = voice.phonemize(text)
+                sentences = phonemized(voice.phonemize, text)
             for phonemes in sentences:
                 for piece in split_phonemes(phonemes):
                     samples, spans = _sentence_audio(voice, piece, synthesis)
@@ -134,6 +141,23 @@ class PiperEngine:
             raise EngineError(f"Piper voice {voice_key} failed: {error}") from error
         samples = np.concatenate(audio) if audio else np.zeros(0, dtype=np.int16)
         return Pcm(samples=samples, sample_rate=rate, word_times=tuple(times))
+
+
+def phonemized(phonemize: Callable[[str], list[list[str]]], text: str) -> list[list[str]]:
+    """The phonemes of `text`'s sentences by `phonemize` (espeak-ng's), those a pronunciation
+    rule wrote (`phoneme_pieces`) taken as they are, each a word of the sentence it is in."""
+    sentences: list[list[str]] = []
+    for piece, is_phonemes in phoneme_pieces(text):
+        said = [list(piece.strip())] if is_phonemes else phonemize(piece)
+        if sentences and said and not _ends_sentence(sentences[-1]):
+            sentences[-1] += [" ", *said[0]]
+            said = said[1:]
+        sentences += said
+    return sentences
+
+
+def _ends_sentence(phonemes: list[str]) -> bool:
+    return bool(phonemes) and phonemes[-1] in _SENTENCE_END_PHONEMES
 
 
 def _at_speed(

@@ -35,6 +35,24 @@ class UnknownVoice(LookupError):
 # A word's start and end, in seconds from the start of the audio it was spoken in.
 WordTime = tuple[float, float]
 
+# Text given to `TextToSpeech.synthesize` may hold phonemes (espeak-ng's IPA) between these
+# two private-use characters: a pronunciation rule's (`pronunciation`). Customers' text
+# never holds them (`chunking.speakable`).
+PHONEMES_OPEN = "\ue000"
+PHONEMES_CLOSE = "\ue001"
+
+
+def phoneme_pieces(text: str) -> list[tuple[str, bool]]:
+    """`text` in pieces, each with whether it is phonemes (else text to read)."""
+    pieces: list[tuple[str, bool]] = []
+    rest = text
+    while PHONEMES_OPEN in rest:
+        before, _, after = rest.partition(PHONEMES_OPEN)
+        phonemes, _, rest = after.partition(PHONEMES_CLOSE)
+        pieces += [(before, False), (phonemes, True)]
+    pieces.append((rest, False))
+    return [(piece, is_phonemes) for piece, is_phonemes in pieces if piece.strip()]
+
 
 @dataclass(frozen=True, slots=True)
 class Pcm:

@@ -26,7 +26,9 @@ from voice_service.engines.catalog import (
     local_engine,
 )
 from voice_service.engines.chunking import FIRST_CHUNK_CHARS, split_text
-from voice_service.engines.continuity import NO_CONTEXT, Context, said_in_context
+from voice_service.engines.continuity import Context, said_in_context
+from voice_service.engines.manner import PLAIN, Manner
+from voice_service.engines.pronunciation import NO_LEXICON, Lexicon, pronounced
 from voice_service.engines.protocols import (
     EngineVoice,
     Pcm,
@@ -102,17 +104,19 @@ class Engines:
         text: str,
         *,
         quick_start: bool = False,
-        speed: float = 1.0,
-        context: Context = NO_CONTEXT,
+        manner: Manner = PLAIN,
     ) -> list[Callable[[], SpokenChunk]]:
         """`text` in chunks (`chunking.split_text`), each a call that speaks it, so memory
         stays bounded whatever its length and each chunk can be sent as soon as it is made;
         in a clone's voice when its `profile` is given; with a short first chunk for a
-        `quick_start`; `speed` times as fast as the voice's pace; the first chunk going on
-        from `context.before` and the last into `context.after` (`continuity`). The calls
-        may run at once on several threads. The voice is looked up by the first call made,
-        which raises `UnknownVoice` before any work."""
-        speaker = functools.cache(lambda: self.chunk_speaker(voice_key, profile, speed))
+        `quick_start`; in the `manner` asked: its speed, the first chunk going on from its
+        context's text before and the last into its text after (`continuity`), its lexicon's
+        words said as its rules say. The calls may run at once on several threads. The voice
+        is looked up by the first call made, which raises `UnknownVoice` before any work."""
+        context = manner.context
+        speaker = functools.cache(
+            lambda: self.chunk_speaker(voice_key, profile, manner.speed, manner.lexicon)
+        )
         chunks = split_text(text, first_chars=FIRST_CHUNK_CHARS if quick_start else None)
         return [
             functools.partial(
@@ -133,10 +137,15 @@ class Engines:
         return CLONER if profile is not None else engine_of(voice_key)
 
     def chunk_speaker(
-        self, voice_key: str, profile: Mapping[str, Any] | None, speed: float = 1.0
+        self,
+        voice_key: str,
+        profile: Mapping[str, Any] | None,
+        speed: float = 1.0,
+        lexicon: Lexicon = NO_LEXICON,
     ) -> Callable[[str], Pcm]:
         """What says a chunk in the voice, `speed` times as fast: the engine's own pace as
-        near `speed` as it reaches (`TextToSpeech.speeds`), the rest time-stretched."""
+        near `speed` as it reaches (`TextToSpeech.speeds`), the rest time-stretched; the
+        words `lexicon` has rules for said as they say."""
         if profile is not None:  # a clone: the base voice converted toward the sample
             # The profile measures only the sample, so clones survive a change of base voice.
             if self.cloner is None:
@@ -149,6 +158,7 @@ class Engines:
                 raise UnknownVoice(voice_key)
             native, rest = _split_speed(speed, engine.speeds)
             say = functools.partial(engine.synthesize, voice_key, speed=native)
+        say = pronounced(say, lexicon)
         return say if rest == 1.0 else lambda chunk: stretched(say(chunk), rest)
 
 

@@ -19,6 +19,7 @@ from voice_service.books.ledger import Ledger
 from voice_service.core.errors import ApiError, InvalidRequest, NotFound
 from voice_service.core.vocabulary import Scope, Service, UsageEndpoint
 from voice_service.engines.diarization import SpeakerHints
+from voice_service.engines.manner import Manner
 from voice_service.engines.protocols import TranscribeOptions
 from voice_service.openai_api import transcripts
 from voice_service.openai_api.schemas import (
@@ -29,6 +30,8 @@ from voice_service.openai_api.schemas import (
     TranscriptFormat,
 )
 from voice_service.openai_api.voices import voice_id_for
+from voice_service.pronunciation.schemas import locators_of
+from voice_service.pronunciation.service import lexicon_of
 from voice_service.speech.service import stream_speech
 from voice_service.tenancy.principal import Principal
 from voice_service.transcription.known_speakers import (
@@ -63,7 +66,7 @@ from voice_service.web.schemas import (
     parse_json,
 )
 from voice_service.web.streaming import MeteredStream
-from voice_service.web.uploads import NAMED_PEOPLE_FIELDS, Upload, receive_audio_upload
+from voice_service.web.uploads import NAMED_PEOPLE_FIELDS, Upload, receive_upload
 
 router = APIRouter(prefix="/v1", tags=["OpenAI-compatible"])
 SSE = "text/event-stream"
@@ -177,8 +180,11 @@ async def speech(
     assert context.voice_listing is not None
     voice_id = voice_id_for(body.voice_name, context.voice_listing.catalogue)
     fmt = FORMATS[body.response_format]
+    locators = locators_of(body.pronunciation_dictionary_locators)
+    lexicon = await lexicon_of(context, principal.org_id, locators)
+    manner = Manner(speed=body.speed, lexicon=lexicon)
     speech = await stream_speech(
-        context, principal, ledger, voice_id, body.input, fmt, speed=body.speed
+        context, principal, ledger, voice_id, body.input, fmt, manner=manner
     )
     charge = speech.charge
     if body.stream_format == "sse":
@@ -239,7 +245,7 @@ async def translations(
 async def _transcribe(
     request: Request, context: Context, ledger: Ledger, task: Task, endpoint: str
 ) -> Response:
-    async with receive_audio_upload(
+    async with receive_upload(
         request, context.settings.max_upload_bytes, context.uploads_dir, NAMED_PEOPLE_FIELDS
     ) as upload:
         form = _TranscriptionForm.parse(

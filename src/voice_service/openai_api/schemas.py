@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from voice_service.audio.encode import OutputFormat
+from voice_service.pronunciation.schemas import Locators
 from voice_service.speech.schemas import EXAMPLE_TEXT, SpeechText, Speed
 from voice_service.voices.schemas import EXAMPLE_VOICE_ID
 
@@ -54,6 +55,8 @@ class SpeechBody(BaseModel):
         description="Accepted for compatibility; these voices do not take instructions.",
     )
     stream_format: Literal["audio", "sse"] = "audio"
+    # Ours, not OpenAI's: the SDK sends it in `extra_body`.
+    pronunciation_dictionary_locators: Locators = None
 
     @property
     def voice_name(self) -> str:

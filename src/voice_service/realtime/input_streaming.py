@@ -20,15 +20,16 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import dataclasses
 import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import ValidationError
+from pydantic import Field, TypeAdapter, ValidationError
 
 from voice_service.audio.encode import AudioEncoder, AudioFormat
 from voice_service.audio.output_formats import parse_output_format
@@ -38,6 +39,9 @@ from voice_service.core.errors import ApiError, InternalError, RateLimited, sess
 from voice_service.core.models import Voice
 from voice_service.core.vocabulary import UsageEndpoint
 from voice_service.engines.alignment import Alignment
+from voice_service.engines.manner import PLAIN
+from voice_service.pronunciation.schemas import LocatorIn, locators_of
+from voice_service.pronunciation.service import MAX_LOCATORS, lexicon_of
 from voice_service.realtime.upgrade import (
     FINISH_SHARE,
     Ending,
@@ -55,6 +59,8 @@ logger = logging.getLogger(__name__)
 
 # Characters a capped key's session holds ahead of what it has sent.
 HOLD_AHEAD = 1000
+# The opening message's `pronunciation_dictionary_locators`, as a speech request takes them.
+_LOCATORS = TypeAdapter(Annotated[list[LocatorIn], Field(max_length=MAX_LOCATORS)])
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +93,8 @@ class InputStream:
         self._encoder = AudioEncoder(prepared.fmt, streaming=True, bitrate=settings.mp3_bitrate)
         self._gate = UnitGate(session.ledger, HOLD_AHEAD)
         self._opened = False
-        self._speed = 1.0  # the opening message's voice_settings.speed
+        # The opening message's voice_settings.speed and pronunciation dictionaries.
+        self._manner = PLAIN
         self._received = 0  # characters of text after the opening message (held under a cap)
         # Billed: the characters whose audio was sent (by the alignment sent with it; a
         # provider's voice, which has none, by whole clauses).
@@ -123,6 +130,7 @@ class InputStream:
         if not self._opened:
             self._opened = True  # ElevenLabs' opening message: its " " is not text to speak
             await self._take_settings(message.get("voice_settings"))
+            await self._take_locators(message.get("pronunciation_dictionary_locators"))
             if not text.strip():
                 return True
         if text == "":
@@ -142,13 +150,39 @@ class InputStream:
         if not isinstance(settings, dict) or "speed" not in settings:
             return
         try:
-            self._speed = VoiceSettings(speed=settings["speed"]).speed
+            speed = VoiceSettings(speed=settings["speed"]).speed
+            self._manner = dataclasses.replace(self._manner, speed=speed)
         except ValidationError:
             await self._error(
                 "invalid_message",
                 f"voice_settings.speed must be a number from {SPEEDS[0]} to {SPEEDS[1]}; "
                 "the session speaks at the voice's pace.",
             )
+
+    async def _take_locators(self, items: object) -> None:
+        """The opening message's `pronunciation_dictionary_locators`: dictionaries that are
+        not the organization's, or too many, get an error message and the session speaks
+        without them."""
+        if items is None:
+            return
+        try:
+            locators = locators_of(_LOCATORS.validate_python(items))
+            lexicon = await lexicon_of(
+                self._session.context, self._session.principal.org_id, locators
+            )
+        except ValidationError:
+            await self._error(
+                "invalid_message",
+                "pronunciation_dictionary_locators must be a list of at most "
+                f"{MAX_LOCATORS} objects with a pronunciation_dictionary_id; the session "
+                "speaks without dictionaries.",
+            )
+        except ApiError as error:
+            await self._error(
+                "invalid_message", f"{error.message} The session speaks without dictionaries."
+            )
+        else:
+            self._manner = dataclasses.replace(self._manner, lexicon=lexicon)
 
     def end(self) -> None:
         """No more text: what is pending is spoken, then the last message goes out."""
@@ -198,7 +232,7 @@ class InputStream:
         context, ledger = self._session.context, self._session.ledger
         if not self._timed:
             made = speech_chunks(
-                context, self._voice, clause, ledger, self._fmt, streaming=True, speed=self._speed
+                context, self._voice, clause, ledger, self._fmt, streaming=True, manner=self._manner
             )
             async with aclosing(made) as audio:
                 async for piece in audio:
@@ -212,7 +246,7 @@ class InputStream:
             self._fmt,
             streaming=True,
             encoder=self._encoder,
-            speed=self._speed,
+            manner=self._manner,
         )
         start = self._elapsed  # the clause's times count from its own start
         async with aclosing(timed) as chunks:

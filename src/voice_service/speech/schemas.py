@@ -5,6 +5,8 @@ from typing import Annotated
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from voice_service.engines.continuity import Context, context_of
+from voice_service.pronunciation.schemas import Locators, locators_of
+from voice_service.pronunciation.service import Locator
 from voice_service.voices.schemas import EXAMPLE_VOICE_ID
 
 MAX_TEXT_LENGTH = 5000
@@ -78,6 +80,11 @@ class SpeechRequest(BaseModel):
     )
     previous_text: NeighbourText = None
     next_text: NeighbourText = None
+    pronunciation_dictionary_locators: Locators = None
+
+    @property
+    def locators(self) -> list[Locator]:
+        return locators_of(self.pronunciation_dictionary_locators)
 
     @property
     def speed(self) -> float:

@@ -26,14 +26,15 @@ from voice_service.core.errors import InvalidRequest, NotFound, ProviderError
 from voice_service.core.models import Voice
 from voice_service.core.vocabulary import Capability, UsageEndpoint
 from voice_service.engines.alignment import Alignment, TextTimer
-from voice_service.engines.continuity import NO_CONTEXT, Context
 from voice_service.engines.deadline import Deadline
+from voice_service.engines.manner import PLAIN, Manner
 from voice_service.engines.protocols import EngineError, UnknownVoice
 from voice_service.inference import resolver
 from voice_service.inference.admission import Job
 from voice_service.inference.engines import Engines, SpokenChunk
 from voice_service.inference.providers.table import ProviderVoice
 from voice_service.inference.providers.wire import SLOWEST_SPEECH
+from voice_service.pronunciation.service import lexicon_of
 from voice_service.runtime import Runtime
 from voice_service.speech.schemas import SpeechRequest
 from voice_service.tenancy.principal import Principal
@@ -57,12 +58,18 @@ async def synthesize_speech(
     fmt: AudioFormat = MP3,
 ) -> bytes:
     """The native /text-to-speech: one file, billed once it is made."""
+    manner = await manner_of(runtime, principal, body)
     voice, charge = await _held_voice(runtime, principal, ledger, body.voice_id, body.text)
-    audio = await speak(
-        runtime, voice, body.text, ledger, fmt, speed=body.speed, context=body.context
-    )
+    audio = await speak(runtime, voice, body.text, ledger, fmt, manner=manner)
     await ledger.bill(charge)
     return audio
+
+
+async def manner_of(runtime: Runtime, principal: Principal, body: SpeechRequest) -> Manner:
+    """How the request's text is said: at its speed, in its context, with the rules of the
+    dictionaries it names."""
+    lexicon = await lexicon_of(runtime, principal.org_id, body.locators)
+    return Manner(body.speed, body.context, lexicon)
 
 
 async def _held_voice(
@@ -90,14 +97,11 @@ async def stream_speech(
     text: str,
     fmt: AudioFormat,
     *,
-    speed: float = 1.0,
-    context: Context = NO_CONTEXT,
+    manner: Manner = PLAIN,
 ) -> SpeechStream:
     """A streamed answer of `voice_id` saying `text`, its units held first."""
     voice, charge = await _held_voice(runtime, principal, ledger, voice_id, text)
-    chunks = speech_chunks(
-        runtime, voice, text, ledger, fmt, streaming=True, speed=speed, context=context
-    )
+    chunks = speech_chunks(runtime, voice, text, ledger, fmt, streaming=True, manner=manner)
     return SpeechStream(await started(chunks), charge)
 
 
@@ -109,10 +113,11 @@ async def synthesize_with_timestamps(
     fmt: AudioFormat,
 ) -> tuple[bytes, Alignment]:
     """/text-to-speech/with-timestamps: one file and when each character is spoken."""
+    manner = await manner_of(runtime, principal, body)
     voice, charge = await _held_voice(runtime, principal, ledger, body.voice_id, body.text)
     parts: list[bytes] = []
     alignment = Alignment()
-    made = _timed_answer(runtime, voice, body, ledger, fmt, streaming=False)
+    made = timed_speech(runtime, voice, body.text, ledger, fmt, streaming=False, manner=manner)
     async with aclosing(made) as chunks:
         async for chunk in chunks:
             parts.append(chunk.audio)
@@ -130,31 +135,10 @@ async def stream_with_timestamps(
 ) -> SpeechStream:
     """/text-to-speech/with-timestamps/stream: a JSON line per chunk, its audio and the
     characters it speaks."""
+    manner = await manner_of(runtime, principal, body)
     voice, charge = await _held_voice(runtime, principal, ledger, body.voice_id, body.text)
-    made = _timed_answer(runtime, voice, body, ledger, fmt, streaming=True)
+    made = timed_speech(runtime, voice, body.text, ledger, fmt, streaming=True, manner=manner)
     return SpeechStream(await started(_json_lines(made)), charge)
-
-
-def _timed_answer(
-    runtime: Runtime,
-    voice: Voice,
-    body: SpeechRequest,
-    ledger: Ledger,
-    fmt: AudioFormat,
-    *,
-    streaming: bool,
-) -> AsyncGenerator[TimedAudio, None]:
-    """`timed_speech` of a request's text, at its speed and in its context."""
-    return timed_speech(
-        runtime,
-        voice,
-        body.text,
-        ledger,
-        fmt,
-        streaming=streaming,
-        speed=body.speed,
-        context=body.context,
-    )
 
 
 async def _json_lines(chunks: AsyncGenerator[TimedAudio, None]) -> AsyncGenerator[bytes, None]:
@@ -177,13 +161,10 @@ async def speak(
     ledger: Ledger,
     fmt: AudioFormat = MP3,
     *,
-    speed: float = 1.0,
-    context: Context = NO_CONTEXT,
+    manner: Manner = PLAIN,
 ) -> bytes:
     """One file of `voice` saying `text`; not billed (the caller bills)."""
-    chunks = speech_chunks(
-        runtime, voice, text, ledger, fmt, streaming=False, speed=speed, context=context
-    )
+    chunks = speech_chunks(runtime, voice, text, ledger, fmt, streaming=False, manner=manner)
     return b"".join([chunk async for chunk in chunks])
 
 
@@ -195,15 +176,15 @@ async def speech_chunks(
     fmt: AudioFormat,
     *,
     streaming: bool,
-    speed: float = 1.0,
-    context: Context = NO_CONTEXT,
+    manner: Manner = PLAIN,
 ) -> AsyncGenerator[bytes, None]:
-    """`voice` saying `text` in `fmt`, encoded bytes as each chunk of text is spoken (or the
-    whole file at the end when not `streaming`), going on from and into `context`. A
-    provider's voice (a clone made there too) is spoken by the provider, its bytes passed
-    on as they arrive, without the context."""
+    """`voice` saying `text` in `fmt` and in `manner`, encoded bytes as each chunk of text is
+    spoken (or the whole file at the end when not `streaming`). A provider's voice (a clone
+    made there too) is spoken by the provider, its bytes passed on as they arrive, at the
+    speed asked but without the context, and with only the lexicon's aliases."""
     remote = remote_speaker(runtime, voice)
     if remote is not None:
+        text = manner.lexicon.aliased(text)
         # The provider's own timeout, plus the inference budget's share for the longest
         # the text could take to say.
         seconds = remote.provider.config.timeout_seconds
@@ -212,7 +193,7 @@ async def speech_chunks(
             remote.voice,
             text,
             fmt,
-            speed=speed,
+            speed=manner.speed,
             bitrate=runtime.settings.mp3_bitrate,
             streaming=streaming,
             deadline=time.monotonic() + seconds,
@@ -223,7 +204,7 @@ async def speech_chunks(
                     yield chunk
         return
     encoder = AudioEncoder(fmt, streaming=streaming, bitrate=runtime.settings.mp3_bitrate)
-    speech = _Encoded(runtime, ledger, voice, text, encoder, speed, context)
+    speech = _Encoded(runtime, ledger, voice, text, encoder, manner)
     async with aclosing(_made_here(runtime, voice, ledger, speech)) as made:
         async for chunk in made:
             if chunk:
@@ -246,23 +227,27 @@ async def timed_speech(
     *,
     streaming: bool,
     encoder: AudioEncoder | None = None,
-    speed: float = 1.0,
-    context: Context = NO_CONTEXT,
+    manner: Manner = PLAIN,
 ) -> AsyncGenerator[TimedAudio, None]:
-    """`voice` saying `text` in `fmt`, `speed` times as fast as its pace, with when each
-    character is spoken, chunk by chunk. A provider's voice comes whole, its times as the
-    provider reports them (a provider whose API reports none, or takes no speed, is
-    refused). With the caller's `encoder` (a stream of several texts, this node's voices
-    only) the encoder is not finished."""
+    """`voice` saying `text` in `fmt` and in `manner`, with when each character is spoken,
+    chunk by chunk. A provider's voice comes whole, its times as the provider reports them
+    (a provider whose API reports none, or takes no speed or dictionary, is refused). With
+    the caller's `encoder` (a stream of several texts, this node's voices only) the encoder
+    is not finished."""
     remote = remote_speaker(runtime, voice)
     if remote is not None:
         if not remote.provider.reports_timestamps:
             raise InvalidRequest(
                 f"Voice {voice.id!r} is spoken by a provider whose API reports no timestamps."
             )
-        if speed != 1.0:
+        if manner.speed != 1.0:
             raise InvalidRequest(
                 f"Voice {voice.id!r} is spoken by a provider whose timed speech takes no speed."
+            )
+        if len(manner.lexicon):
+            raise InvalidRequest(
+                f"Voice {voice.id!r} is spoken by a provider whose timed speech takes no "
+                "pronunciation dictionaries."
             )
         assert encoder is None, "a provider's voice is not spoken into a caller's encoder"
         audio, alignment = await remote.provider.speak_timed(remote.voice, text, fmt)
@@ -271,7 +256,7 @@ async def timed_speech(
     finishing = encoder is None
     if encoder is None:
         encoder = AudioEncoder(fmt, streaming=streaming, bitrate=runtime.settings.mp3_bitrate)
-    speech = _Timed(runtime, ledger, voice, text, encoder, speed, context, finishing=finishing)
+    speech = _Timed(runtime, ledger, voice, text, encoder, manner, finishing=finishing)
     async with aclosing(_made_here(runtime, voice, ledger, speech)) as made:
         async for chunk in made:
             yield chunk
@@ -323,8 +308,7 @@ class _Speech(ABC, Generic[T]):
         voice: Voice,
         text: str,
         encoder: AudioEncoder,
-        speed: float,
-        context: Context,
+        manner: Manner,
     ) -> None:
         assert runtime.engines is not None
         self.encoder = encoder
@@ -341,8 +325,7 @@ class _Speech(ABC, Generic[T]):
             voice.profile,
             text,
             quick_start=encoder.streaming,
-            speed=speed,
-            context=context,
+            manner=manner,
         )
         self.parts = [functools.partial(self._made, part) for part in parts]
 
@@ -393,12 +376,11 @@ class _Timed(_Speech[TimedAudio]):
         voice: Voice,
         text: str,
         encoder: AudioEncoder,
-        speed: float,
-        context: Context,
+        manner: Manner,
         *,
         finishing: bool,
     ) -> None:
-        super().__init__(runtime, ledger, voice, text, encoder, speed, context)
+        super().__init__(runtime, ledger, voice, text, encoder, manner)
         self._timer = TextTimer(text)
         self._finishing = finishing
 

@@ -32,6 +32,8 @@ class Action(StrEnum):
     WEBHOOK_DISABLED = "webhook_disabled"
     WEBHOOK_DELETED = "webhook_deleted"
     DELIVERY_REDELIVERED = "delivery_redelivered"
+    DICTIONARY_CREATED = "pronunciation_dictionary_created"
+    DICTIONARY_DELETED = "pronunciation_dictionary_deleted"
 
 
 def record_event(

@@ -1,5 +1,6 @@
-"""Audio the caller sends (multipart uploads, parsed as they stream in): the file spooled
-to disk, never whole in RAM (audio a job names by URL is fetched by `jobs.submission`).
+"""Files the caller sends (multipart uploads of audio or a lexicon, parsed as they stream
+in): the file spooled to disk, never whole in RAM (audio a job names by URL is fetched by
+`jobs.submission`).
 
 The body-size middleware has already capped the stream; here the parser's own limits stop
 part floods and oversized text fields, and the file lands in a named temporary file that
@@ -75,11 +76,16 @@ class Upload:
 
 
 @asynccontextmanager
-async def receive_audio_upload(
-    request: Request, max_bytes: int, directory: Path, extra: ExtraFields = NO_EXTRA_FIELDS
+async def receive_upload(
+    request: Request,
+    max_bytes: int,
+    directory: Path,
+    extra: ExtraFields = NO_EXTRA_FIELDS,
+    *,
+    what: str = "an audio file",
 ) -> AsyncIterator[Upload]:
-    """The request's `file` (at most `max_bytes`) and text fields. The file lands in
-    `directory` (the process's own: what a crash leaves there is removed at the next
+    """The request's `file` (`what` it holds, at most `max_bytes`) and text fields. The file
+    lands in `directory` (the process's own: what a crash leaves there is removed at the next
     start) and is deleted on exit, whatever the exit."""
     content_type = request.headers.get("content-type", "")
     if not content_type.lower().startswith("multipart/form-data"):
@@ -96,7 +102,7 @@ async def receive_audio_upload(
         _check_long_fields(form.multi_items(), extra.long_names)
         file = form.get("file")
         if not isinstance(file, UploadFile):
-            raise InvalidRequest("file: an audio file is required.")
+            raise InvalidRequest(f"file: {what} is required.")
         if file.size is not None and file.size > max_bytes:
             raise PayloadTooLarge(f"file: the file exceeds the {megabytes(max_bytes)} limit.")
         items = tuple((k, v) for k, v in form.multi_items() if isinstance(v, str))

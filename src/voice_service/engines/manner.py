@@ -1,0 +1,19 @@
+"""How a text is said beyond its words and voice: its speed, the neighbouring text it goes on
+from and into, and the pronunciation rules for its words."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from voice_service.engines.continuity import NO_CONTEXT, Context
+from voice_service.engines.pronunciation import NO_LEXICON, Lexicon
+
+
+@dataclass(frozen=True, slots=True)
+class Manner:
+    speed: float = 1.0  # times the voice's own pace
+    context: Context = NO_CONTEXT
+    lexicon: Lexicon = NO_LEXICON
+
+
+PLAIN = Manner()
