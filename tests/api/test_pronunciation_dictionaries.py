@@ -252,6 +252,16 @@ async def test_files_an_attacker_sends_are_refused_and_cost_nothing(
     assert await usage_units(tenants, tenant.org_id) == []
 
 
+async def test_a_hundred_thousand_rules_are_refused_and_cost_nothing(
+    client: httpx.AsyncClient, tenants: Tenants, tenant: Tenant
+) -> None:
+    rules = [{"type": "alias", "string_to_replace": f"w{n}", "alias": "v"} for n in range(100_000)]
+    assert_error(await from_rules(client, tenant, rules), 400, "INVALID_REQUEST")
+    listed = (await client.get("/pronunciation-dictionaries", headers=tenant.headers)).json()
+    assert listed["pronunciation_dictionaries"] == []
+    assert await usage_units(tenants, tenant.org_id) == []
+
+
 @pytest.mark.parametrize(
     ("locators", "status"),
     [

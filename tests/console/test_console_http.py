@@ -531,3 +531,43 @@ def test_try_it_speaks_at_the_speed_asked(server: Server) -> None:
     assert seconds["1.5"] / seconds["1"] == pytest.approx(1 / 1.5, rel=0.1)
     assert refused.status_code == 400
     assert "speed" in refused.json()["error"]["message"]
+
+
+def test_try_it_says_words_as_a_chosen_dictionary_does(server: Server) -> None:
+    quinn = new_customer(server, "quinn@example.com", "Quinn Org")
+    api = {"Authorization": f"Bearer {cli(server, 'keys', 'create', quinn.org_id)['secret']}"}
+    made = httpx.post(
+        f"{server.base_url}/pronunciation-dictionaries/add-from-rules",
+        headers=api,
+        json={
+            "name": "Our stack",
+            "rules": [{"type": "alias", "string_to_replace": "VS", "alias": "Voice Service"}],
+        },
+    )
+    assert made.status_code == 201, made.text
+    dictionary = made.json()["id"]
+    text = "Welcome to VS."
+    as_the_api_says = httpx.post(
+        f"{server.base_url}/text-to-speech",
+        headers=api,
+        json={
+            "text": text,
+            "voice_id": JOE,
+            "pronunciation_dictionary_locators": [{"pronunciation_dictionary_id": dictionary}],
+        },
+        timeout=60,
+    )
+    with signed_in_client(server, quinn.email) as client:
+        page = client.get(f"/console/orgs/{quinn.org_id}/voices").text
+        assert f'<option value="{dictionary}">Our stack</option>' in page
+        url = f"/console/orgs/{quinn.org_id}/text-to-speech"
+        form = {"csrf_token": csrf_token(page), "text": text, "voice_id": JOE}
+        plain = client.post(url, data={**form, "pronunciation_dictionary_id": ""})
+        ruled = client.post(url, data={**form, "pronunciation_dictionary_id": dictionary})
+        accept = {"Accept": "application/json, audio/mpeg"}
+        missing = client.post(
+            url, data={**form, "pronunciation_dictionary_id": "pd_missing"}, headers=accept
+        )
+    assert ruled.status_code == 200, ruled.text
+    assert ruled.content == as_the_api_says.content != plain.content
+    assert missing.status_code == 404

@@ -50,6 +50,12 @@ def test_a_phoneme_rule_gives_the_engine_its_ipa_apart_from_the_words_around_it(
     assert spoken(lexicon, "gifs") == f"{PHONEMES_OPEN}dʒɪf{PHONEMES_CLOSE} s"
 
 
+def test_phonemes_already_in_the_text_are_left_as_they_are() -> None:
+    lexicon = Lexicon([Rule("t", alias="tee", word_boundaries=False)])
+    marked = f"{PHONEMES_OPEN}tɑːt{PHONEMES_CLOSE}"
+    assert spoken(lexicon, f"at {marked}") == f"atee {marked}"
+
+
 def test_aliased_leaves_phoneme_rules_out() -> None:
     lexicon = Lexicon([Rule("Bob", phonemes="tɑːm"), Rule("VS", alias="Voice Service")])
     assert lexicon.aliased("Bob at VS") == "Bob at Voice Service"

@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 IN_PROCESS_STEPS = (
     "diarization",
     "cloning",
-    "pronunciation",
+    "say_it_right",
     "voice_quality",
     "transcription_quality",
 )
@@ -43,6 +43,7 @@ IN_PROCESS_FIGURES = {
     "pronunciation_added_ms",
     "pronunciation_build_ms",
     "pronunciation_worst_ms",
+    "ssml_parse_ms",
     # --quick measures what users hear in Spanish alone (Kokoro's path) and one clone.
     "tts_wer_es",
     "tts_heldout_wer_es",
@@ -155,6 +156,7 @@ TARGETED = {
     "upload_rss_growth_mib",
     "tts_rss_growth_mib",
     "pronunciation_added_ms",
+    "ssml_parse_ms",
     "clone_average_gain",
     "clone_wer_delta",
     "stream_first_byte_ratio",

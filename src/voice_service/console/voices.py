@@ -33,8 +33,11 @@ from voice_service.console.voice_search import CatalogueSearch, languages
 from voice_service.core.errors import ApiError, InvalidRequest, describe_errors
 from voice_service.core.models import Organization
 from voice_service.core.vocabulary import Service
+from voice_service.engines.manner import SPEEDS
 from voice_service.engines.world.analysis import MAX_ANALYSIS_SECONDS
-from voice_service.speech.schemas import MAX_TEXT_LENGTH, SPEEDS, SpeechRequest, VoiceSettings
+from voice_service.pronunciation import service as pronunciation
+from voice_service.pronunciation.schemas import LocatorIn
+from voice_service.speech.schemas import MAX_TEXT_LENGTH, SpeechRequest, VoiceSettings
 from voice_service.speech.service import synthesize_speech
 from voice_service.tenancy.console_sessions import SignedIn
 from voice_service.voices.listing import voices_of
@@ -114,6 +117,9 @@ async def _voices_page(
     offered = languages(catalogue)
     search = CatalogueSearch.of(text, language, offered)
     new_clone = next((voice for voice in clones if voice.id == cloned), None)
+    kept = await pronunciation.listed(
+        context, org.id, offset=0, limit=pronunciation.MAX_DICTIONARIES
+    )
     return render(
         request,
         "voices.html",
@@ -134,6 +140,7 @@ async def _voices_page(
         max_description=MAX_DESCRIPTION_LENGTH,
         max_text=MAX_TEXT_LENGTH,
         speeds=SPEEDS,
+        dictionaries=[dictionary for dictionary in kept if dictionary.archived_at is None],
         sample=_sample_seconds(context),
         max_upload_mb=context.settings.max_upload_bytes // (1024 * 1024),
     )
@@ -166,11 +173,15 @@ async def try_it(
     errors come back in the API's envelope, which the page shows."""
     form = await checked_form(request, user)
     principal = await act_for_org(request, context, org, Service.TEXT_TO_SPEECH)
+    dictionary = str(form.get("pronunciation_dictionary_id") or "")
     try:
         body = SpeechRequest(
             text=str(form.get("text", "")),
             voice_id=str(form.get("voice_id", "")),
             voice_settings=VoiceSettings(speed=str(form.get("speed") or 1)),
+            pronunciation_dictionary_locators=[LocatorIn(pronunciation_dictionary_id=dictionary)]
+            if dictionary
+            else None,
         )
     except ValidationError as exc:
         raise InvalidRequest(describe_errors(exc.errors())) from None

@@ -8,6 +8,10 @@ from dataclasses import dataclass
 from voice_service.engines.continuity import NO_CONTEXT, Context
 from voice_service.engines.pronunciation import NO_LEXICON, Lexicon
 
+# How much faster than its own pace a voice speaks: OpenAI's `speed` range, which also holds
+# ElevenLabs' (0.7 to 1.2).
+SPEEDS = (0.25, 4.0)
+
 
 @dataclass(frozen=True, slots=True)
 class Manner:

@@ -215,6 +215,10 @@ class Lexicon:
         replaced: list[tuple[int, int, Rule]] = []
         position = 0
         while position < len(text):
+            if text[position] == PHONEMES_OPEN:  # phonemes already (SSML's): kept as they are
+                closed = text.find(PHONEMES_CLOSE, position)
+                position = len(text) if closed < 0 else closed + 1
+                continue
             rule = self._match(text, position)
             if rule is None:
                 position += 1
@@ -287,6 +291,39 @@ class Rewrite:
             done = end
         pieces.append(text[done:])
         return cls(text, "".join(pieces), tuple(spans))
+
+    @classmethod
+    def unchanged(cls, text: str) -> Rewrite:
+        return cls(text, text, ())
+
+    def part(self, start: int, end: int) -> Rewrite:
+        """The rewrite of `written[start:end]` (a chunk of it). A replaced span goes with
+        the part its first character is in; in the next part its rest is said as nothing."""
+        first, last = self._spoken_at(start), self._spoken_at(end)
+        spans: list[_Span] = []
+        for written_start, written_end, spoken_start, spoken_end in self.spans:
+            if written_end <= start or written_start >= end:
+                continue
+            stop = min(written_end, end) - start
+            if written_start < start:
+                spans.append((0, stop, 0, 0))
+            else:
+                spans.append(
+                    (written_start - start, stop, spoken_start - first, spoken_end - first)
+                )
+        return Rewrite(self.written[start:end], self.spoken[first:last], tuple(spans))
+
+    def _spoken_at(self, index: int) -> int:
+        """Where the written boundary before `index` is in the spoken text (after a span
+        `index` falls inside)."""
+        shift = 0
+        for written_start, written_end, _, spoken_end in self.spans:
+            if index <= written_start:
+                break
+            if index < written_end:
+                return spoken_end
+            shift = spoken_end - written_end
+        return index + shift
 
     def word_times(self, pcm: Pcm) -> tuple[WordTime, ...]:
         """When each word as written is said, from the times of the words as spoken: a

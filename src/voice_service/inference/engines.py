@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
+import numpy as np
+
 from voice_service.audio.tempo import stretched
 from voice_service.engines.catalog import (
     CLONE_BASE_VOICE,
@@ -25,10 +27,10 @@ from voice_service.engines.catalog import (
     engine_of,
     local_engine,
 )
-from voice_service.engines.chunking import FIRST_CHUNK_CHARS, split_text
+from voice_service.engines.chunking import FIRST_CHUNK_CHARS, speakable, split_text
 from voice_service.engines.continuity import Context, said_in_context
-from voice_service.engines.manner import PLAIN, Manner
-from voice_service.engines.pronunciation import NO_LEXICON, Lexicon, pronounced
+from voice_service.engines.manner import PLAIN, SPEEDS, Manner
+from voice_service.engines.pronunciation import NO_LEXICON, Lexicon, Rewrite, pronounced
 from voice_service.engines.protocols import (
     EngineVoice,
     Pcm,
@@ -37,6 +39,7 @@ from voice_service.engines.protocols import (
     UnknownVoice,
     VoiceCloner,
 )
+from voice_service.engines.ssml import Script
 from voice_service.inference.transcribers import Transcribers, offered_choices
 from voice_service.models.catalogue import model_named
 from voice_service.models.store import voice_model
@@ -105,19 +108,22 @@ class Engines:
         *,
         quick_start: bool = False,
         manner: Manner = PLAIN,
+        rewrite: Rewrite | None = None,
     ) -> list[Callable[[], SpokenChunk]]:
         """`text` in chunks (`chunking.split_text`), each a call that speaks it, so memory
         stays bounded whatever its length and each chunk can be sent as soon as it is made;
         in a clone's voice when its `profile` is given; with a short first chunk for a
         `quick_start`; in the `manner` asked: its speed, the first chunk going on from its
         context's text before and the last into its text after (`continuity`), its lexicon's
-        words said as its rules say. The calls may run at once on several threads. The voice
-        is looked up by the first call made, which raises `UnknownVoice` before any work."""
+        words said as its rules say; each chunk read as `rewrite` (of `text`: SSML's) says.
+        The calls may run at once on several threads. The voice is looked up by the first
+        call made, which raises `UnknownVoice` before any work."""
         context = manner.context
         speaker = functools.cache(
             lambda: self.chunk_speaker(voice_key, profile, manner.speed, manner.lexicon)
         )
         chunks = split_text(text, first_chars=FIRST_CHUNK_CHARS if quick_start else None)
+        read = _chunk_rewrites(text, chunks, rewrite)
         return [
             functools.partial(
                 _spoken,
@@ -127,9 +133,53 @@ class Engines:
                     context.before if index == 0 else "",
                     context.after if index == len(chunks) - 1 else "",
                 ),
+                read[index],
             )
             for index, chunk in enumerate(chunks)
         ]
+
+    def script_parts(
+        self,
+        voice_key: str,
+        profile: Mapping[str, Any] | None,
+        script: Script,
+        *,
+        quick_start: bool = False,
+        manner: Manner = PLAIN,
+    ) -> list[Callable[[], SpokenChunk]]:
+        """`speech_parts` of each stretch of `script`, at its rate, and its pause as silence
+        after its last chunk (before the next's first, for a stretch that says nothing);
+        the request's context goes before the first stretch and after the last."""
+        parts: list[Callable[[], SpokenChunk]] = []
+        pending = 0.0  # silence not yet put after a chunk
+        broken = False  # the last chunk ended with a break: the next starts without quiet
+        last = len(script.stretches) - 1
+        for index, stretch in enumerate(script.stretches):
+            context = Context(
+                manner.context.before if index == 0 else "",
+                manner.context.after if index == last else "",
+            )
+            speed = min(max(manner.speed * stretch.rate, SPEEDS[0]), SPEEDS[1])
+            said = self.speech_parts(
+                voice_key,
+                profile,
+                stretch.rewrite.written,
+                quick_start=quick_start and not parts,
+                manner=Manner(speed, context, manner.lexicon),
+                rewrite=stretch.rewrite,
+            )
+            if not said:
+                pending += stretch.pause
+                continue
+            if pending or broken:
+                said[0] = functools.partial(_after_break, said[0], pending)
+            if stretch.pause:
+                said[-1] = functools.partial(_before_break, said[-1], stretch.pause)
+            pending, broken = 0.0, bool(stretch.pause)
+            parts += said
+        if pending and parts:
+            parts[-1] = functools.partial(_before_break, parts[-1], pending)
+        return parts
 
     @staticmethod
     def speaker_name(voice_key: str, profile: Mapping[str, Any] | None) -> str:
@@ -179,10 +229,76 @@ def load_announced(what: str, load: Callable[P, T], *args: P.args, **kwargs: P.k
     return loaded
 
 
+# Below this (of 32,767) a voice's edge is quiet: what a break's silence replaces.
+_QUIET = 500
+_EDGE_SECONDS = 0.02
+
+
+def _chunk_rewrites(text: str, chunks: list[str], rewrite: Rewrite | None) -> list[Rewrite | None]:
+    """The part of `rewrite` each chunk is (chunks are `text`'s pieces, in order)."""
+    if rewrite is None or not rewrite.spans:
+        return [None] * len(chunks)
+    source = speakable(text)  # what was chunked: same length, same positions
+    parts: list[Rewrite | None] = []
+    done = 0
+    for chunk in chunks:
+        at = source.find(chunk, done)
+        parts.append(rewrite.part(at, at + len(chunk)))
+        done = at + len(chunk)
+    return parts
+
+
 def _spoken(
-    speaker: Callable[[], Callable[[str], Pcm]], chunk: str, context: Context
+    speaker: Callable[[], Callable[[str], Pcm]],
+    chunk: str,
+    context: Context,
+    rewrite: Rewrite | None,
 ) -> SpokenChunk:
-    return SpokenChunk(chunk, said_in_context(speaker(), chunk, context))
+    if rewrite is None:
+        return SpokenChunk(chunk, said_in_context(speaker(), chunk, context))
+    pcm = said_in_context(speaker(), rewrite.spoken, context)
+    return SpokenChunk(chunk, dataclasses.replace(pcm, word_times=rewrite.word_times(pcm)))
+
+
+def _before_break(part: Callable[[], SpokenChunk], seconds: float) -> SpokenChunk:
+    """`part`'s chunk, then `seconds` of silence in place of the quiet the voice ends it
+    with: a break lasts what it says."""
+    spoken = part()
+    pcm = spoken.pcm
+    loud = _loud_edges(pcm)
+    stop = loud[1] if loud else pcm.samples.size
+    silence = np.zeros(round(seconds * pcm.sample_rate), dtype=np.int16)
+    end = stop / pcm.sample_rate
+    times = tuple((min(start, end), min(finish, end)) for start, finish in pcm.word_times)
+    audio = np.concatenate([pcm.samples[:stop], silence])
+    return SpokenChunk(spoken.text, Pcm(audio, pcm.sample_rate, times))
+
+
+def _after_break(part: Callable[[], SpokenChunk], seconds: float) -> SpokenChunk:
+    """`seconds` of silence (a break's that said nothing else), then `part`'s chunk without
+    the quiet the voice starts it with."""
+    spoken = part()
+    pcm = spoken.pcm
+    loud = _loud_edges(pcm)
+    first = loud[0] if loud else 0
+    silence = np.zeros(round(seconds * pcm.sample_rate), dtype=np.int16)
+    shift = seconds - first / pcm.sample_rate
+    times = tuple(
+        (max(start + shift, seconds), max(finish + shift, seconds))
+        for start, finish in pcm.word_times
+    )
+    audio = np.concatenate([silence, pcm.samples[first:]])
+    return SpokenChunk(spoken.text, Pcm(audio, pcm.sample_rate, times))
+
+
+def _loud_edges(pcm: Pcm) -> tuple[int, int] | None:
+    """Where the voice's sound starts and stops (a few milliseconds kept either side, for
+    its onset and decay); None for silence."""
+    loud = np.flatnonzero(np.abs(pcm.samples.astype(np.int32)) > _QUIET)
+    if not loud.size:
+        return None
+    margin = round(_EDGE_SECONDS * pcm.sample_rate)
+    return max(0, int(loud[0]) - margin), min(pcm.samples.size, int(loud[-1]) + 1 + margin)
 
 
 def engine_options(settings: Settings) -> EngineOptions:

@@ -39,7 +39,7 @@ from voice_service.core.errors import ApiError, InternalError, RateLimited, sess
 from voice_service.core.models import Voice
 from voice_service.core.vocabulary import UsageEndpoint
 from voice_service.engines.alignment import Alignment
-from voice_service.engines.manner import PLAIN
+from voice_service.engines.manner import PLAIN, SPEEDS
 from voice_service.pronunciation.schemas import LocatorIn, locators_of
 from voice_service.pronunciation.service import MAX_LOCATORS, lexicon_of
 from voice_service.realtime.upgrade import (
@@ -49,7 +49,7 @@ from voice_service.realtime.upgrade import (
     next_message,
 )
 from voice_service.speech.clauses import next_clause
-from voice_service.speech.schemas import SPEEDS, VoiceSettings
+from voice_service.speech.schemas import VoiceSettings
 from voice_service.speech.service import is_remote, speech_chunks, timed_speech
 from voice_service.tenancy.principal import Principal
 from voice_service.voices.service import find_voice

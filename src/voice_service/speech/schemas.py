@@ -5,6 +5,7 @@ from typing import Annotated
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from voice_service.engines.continuity import Context, context_of
+from voice_service.engines.manner import SPEEDS
 from voice_service.pronunciation.schemas import Locators, locators_of
 from voice_service.pronunciation.service import Locator
 from voice_service.voices.schemas import EXAMPLE_VOICE_ID
@@ -26,9 +27,6 @@ SpeechText = Annotated[
 ]
 
 
-# How much faster than its own pace a voice speaks: OpenAI's `speed` range, which also holds
-# ElevenLabs' (0.7 to 1.2).
-SPEEDS = (0.25, 4.0)
 Speed = Annotated[
     float,
     Field(

@@ -25,10 +25,12 @@ from voice_service.books.usage.charge import Charge
 from voice_service.core.errors import InvalidRequest, NotFound, ProviderError
 from voice_service.core.models import Voice
 from voice_service.core.vocabulary import Capability, UsageEndpoint
+from voice_service.engines import ssml
 from voice_service.engines.alignment import Alignment, TextTimer
 from voice_service.engines.deadline import Deadline
 from voice_service.engines.manner import PLAIN, Manner
 from voice_service.engines.protocols import EngineError, UnknownVoice
+from voice_service.engines.ssml import InvalidSsml, Script, is_ssml
 from voice_service.inference import resolver
 from voice_service.inference.admission import Job
 from voice_service.inference.engines import Engines, SpokenChunk
@@ -59,8 +61,8 @@ async def synthesize_speech(
 ) -> bytes:
     """The native /text-to-speech: one file, billed once it is made."""
     manner = await manner_of(runtime, principal, body)
-    voice, charge = await _held_voice(runtime, principal, ledger, body.voice_id, body.text)
-    audio = await speak(runtime, voice, body.text, ledger, fmt, manner=manner)
+    voice, script, charge = await _held_voice(runtime, principal, ledger, body.voice_id, body.text)
+    audio = await speak(runtime, voice, script, ledger, fmt, manner=manner)
     await ledger.bill(charge)
     return audio
 
@@ -74,13 +76,29 @@ async def manner_of(runtime: Runtime, principal: Principal, body: SpeechRequest)
 
 async def _held_voice(
     runtime: Runtime, principal: Principal, ledger: Ledger, voice_id: str, text: str
-) -> tuple[Voice, Charge]:
-    """The caller's voice and what speaking `text` with it costs, the units held against
-    the caller's caps before any work."""
+) -> tuple[Voice, Script, Charge]:
+    """The caller's voice, the script of `text` (SSML's, or the text as it is) and what
+    speaking it costs (its text without tags), the units held against the caller's caps
+    before any work."""
     voice = await find_voice(runtime, principal, voice_id)
-    charge = speech_charge(voice, text)
+    script = _script_of(runtime, voice, text)
+    charge = speech_charge(voice, script.written)
     await ledger.hold(charge.units)
-    return voice, charge
+    return voice, script, charge
+
+
+def _script_of(runtime: Runtime, voice: Voice, text: str) -> Script:
+    if not is_ssml(text):
+        return Script.plain(text)
+    if is_remote(runtime, voice):
+        raise InvalidRequest(f"Voice {voice.id!r} is spoken by a provider: send it plain text.")
+    try:
+        script = ssml.parse(text, voice.language)
+    except InvalidSsml as error:
+        raise InvalidRequest(f"text (SSML): {error}.") from None
+    if not script.written.strip():
+        raise InvalidRequest("text (SSML): the document says nothing.")
+    return script
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,8 +118,8 @@ async def stream_speech(
     manner: Manner = PLAIN,
 ) -> SpeechStream:
     """A streamed answer of `voice_id` saying `text`, its units held first."""
-    voice, charge = await _held_voice(runtime, principal, ledger, voice_id, text)
-    chunks = speech_chunks(runtime, voice, text, ledger, fmt, streaming=True, manner=manner)
+    voice, script, charge = await _held_voice(runtime, principal, ledger, voice_id, text)
+    chunks = speech_chunks(runtime, voice, script, ledger, fmt, streaming=True, manner=manner)
     return SpeechStream(await started(chunks), charge)
 
 
@@ -114,10 +132,10 @@ async def synthesize_with_timestamps(
 ) -> tuple[bytes, Alignment]:
     """/text-to-speech/with-timestamps: one file and when each character is spoken."""
     manner = await manner_of(runtime, principal, body)
-    voice, charge = await _held_voice(runtime, principal, ledger, body.voice_id, body.text)
+    voice, script, charge = await _held_voice(runtime, principal, ledger, body.voice_id, body.text)
     parts: list[bytes] = []
     alignment = Alignment()
-    made = timed_speech(runtime, voice, body.text, ledger, fmt, streaming=False, manner=manner)
+    made = timed_speech(runtime, voice, script, ledger, fmt, streaming=False, manner=manner)
     async with aclosing(made) as chunks:
         async for chunk in chunks:
             parts.append(chunk.audio)
@@ -136,8 +154,8 @@ async def stream_with_timestamps(
     """/text-to-speech/with-timestamps/stream: a JSON line per chunk, its audio and the
     characters it speaks."""
     manner = await manner_of(runtime, principal, body)
-    voice, charge = await _held_voice(runtime, principal, ledger, body.voice_id, body.text)
-    made = timed_speech(runtime, voice, body.text, ledger, fmt, streaming=True, manner=manner)
+    voice, script, charge = await _held_voice(runtime, principal, ledger, body.voice_id, body.text)
+    made = timed_speech(runtime, voice, script, ledger, fmt, streaming=True, manner=manner)
     return SpeechStream(await started(_json_lines(made)), charge)
 
 
@@ -157,13 +175,14 @@ def timestamped_json(audio: bytes, alignment: Alignment) -> str:
 async def speak(
     runtime: Runtime,
     voice: Voice,
-    text: str,
+    text: str | Script,
     ledger: Ledger,
     fmt: AudioFormat = MP3,
     *,
     manner: Manner = PLAIN,
 ) -> bytes:
-    """One file of `voice` saying `text`; not billed (the caller bills)."""
+    """One file of `voice` saying `text` (or an SSML script); not billed (the caller
+    bills)."""
     chunks = speech_chunks(runtime, voice, text, ledger, fmt, streaming=False, manner=manner)
     return b"".join([chunk async for chunk in chunks])
 
@@ -171,27 +190,29 @@ async def speak(
 async def speech_chunks(
     runtime: Runtime,
     voice: Voice,
-    text: str,
+    text: str | Script,
     ledger: Ledger,
     fmt: AudioFormat,
     *,
     streaming: bool,
     manner: Manner = PLAIN,
 ) -> AsyncGenerator[bytes, None]:
-    """`voice` saying `text` in `fmt` and in `manner`, encoded bytes as each chunk of text is
-    spoken (or the whole file at the end when not `streaming`). A provider's voice (a clone
-    made there too) is spoken by the provider, its bytes passed on as they arrive, at the
-    speed asked but without the context, and with only the lexicon's aliases."""
+    """`voice` saying `text` (or an SSML script) in `fmt` and in `manner`, encoded bytes as
+    each chunk of text is spoken (or the whole file at the end when not `streaming`). A
+    provider's voice (a clone made there too) is spoken by the provider, its bytes passed
+    on as they arrive, at the speed asked but without the context, and with only the
+    lexicon's aliases (SSML is refused before: `_script_of`)."""
+    script = _scripted(text)
     remote = remote_speaker(runtime, voice)
     if remote is not None:
-        text = manner.lexicon.aliased(text)
+        said = manner.lexicon.aliased(script.written)
         # The provider's own timeout, plus the inference budget's share for the longest
         # the text could take to say.
         seconds = remote.provider.config.timeout_seconds
-        seconds += runtime.inference_budget.per_audio_second * len(text) / SLOWEST_SPEECH
+        seconds += runtime.inference_budget.per_audio_second * len(said) / SLOWEST_SPEECH
         made_there = remote.provider.speak(
             remote.voice,
-            text,
+            said,
             fmt,
             speed=manner.speed,
             bitrate=runtime.settings.mp3_bitrate,
@@ -204,7 +225,7 @@ async def speech_chunks(
                     yield chunk
         return
     encoder = AudioEncoder(fmt, streaming=streaming, bitrate=runtime.settings.mp3_bitrate)
-    speech = _Encoded(runtime, ledger, voice, text, encoder, manner)
+    speech = _Encoded(runtime, ledger, voice, script, encoder, manner)
     async with aclosing(_made_here(runtime, voice, ledger, speech)) as made:
         async for chunk in made:
             if chunk:
@@ -221,7 +242,7 @@ class TimedAudio:
 async def timed_speech(
     runtime: Runtime,
     voice: Voice,
-    text: str,
+    text: str | Script,
     ledger: Ledger,
     fmt: AudioFormat,
     *,
@@ -229,11 +250,13 @@ async def timed_speech(
     encoder: AudioEncoder | None = None,
     manner: Manner = PLAIN,
 ) -> AsyncGenerator[TimedAudio, None]:
-    """`voice` saying `text` in `fmt` and in `manner`, with when each character is spoken,
+    """`voice` saying `text` (or an SSML script: its text as written is timed) in `fmt` and
+    in `manner`, with when each character is spoken,
     chunk by chunk. A provider's voice comes whole, its times as the provider reports them
     (a provider whose API reports none, or takes no speed or dictionary, is refused). With
     the caller's `encoder` (a stream of several texts, this node's voices only) the encoder
     is not finished."""
+    script = _scripted(text)
     remote = remote_speaker(runtime, voice)
     if remote is not None:
         if not remote.provider.reports_timestamps:
@@ -250,16 +273,20 @@ async def timed_speech(
                 "pronunciation dictionaries."
             )
         assert encoder is None, "a provider's voice is not spoken into a caller's encoder"
-        audio, alignment = await remote.provider.speak_timed(remote.voice, text, fmt)
+        audio, alignment = await remote.provider.speak_timed(remote.voice, script.written, fmt)
         yield TimedAudio(audio, alignment, max(alignment.ends, default=0.0))
         return
     finishing = encoder is None
     if encoder is None:
         encoder = AudioEncoder(fmt, streaming=streaming, bitrate=runtime.settings.mp3_bitrate)
-    speech = _Timed(runtime, ledger, voice, text, encoder, manner, finishing=finishing)
+    speech = _Timed(runtime, ledger, voice, script, encoder, manner, finishing=finishing)
     async with aclosing(_made_here(runtime, voice, ledger, speech)) as made:
         async for chunk in made:
             yield chunk
+
+
+def _scripted(text: str | Script) -> Script:
+    return text if isinstance(text, Script) else Script.plain(text)
 
 
 def remote_speaker(runtime: Runtime, voice: Voice) -> ProviderVoice | None:
@@ -306,7 +333,7 @@ class _Speech(ABC, Generic[T]):
         runtime: Runtime,
         ledger: Ledger,
         voice: Voice,
-        text: str,
+        script: Script,
         encoder: AudioEncoder,
         manner: Manner,
     ) -> None:
@@ -320,10 +347,10 @@ class _Speech(ABC, Generic[T]):
         self._chunks = 0
         # A stream starts with a short chunk, so its first audio comes at once; a whole
         # file keeps every sentence in one piece (the best prosody).
-        parts = runtime.engines.speech_parts(
+        parts = runtime.engines.script_parts(
             voice.engine_voice,
             voice.profile,
-            text,
+            script,
             quick_start=encoder.streaming,
             manner=manner,
         )
@@ -374,14 +401,14 @@ class _Timed(_Speech[TimedAudio]):
         runtime: Runtime,
         ledger: Ledger,
         voice: Voice,
-        text: str,
+        script: Script,
         encoder: AudioEncoder,
         manner: Manner,
         *,
         finishing: bool,
     ) -> None:
-        super().__init__(runtime, ledger, voice, text, encoder, manner)
-        self._timer = TextTimer(text)
+        super().__init__(runtime, ledger, voice, script, encoder, manner)
+        self._timer = TextTimer(script.written)
         self._finishing = finishing
 
     def emit(self, chunk: SpokenChunk) -> TimedAudio:

@@ -1,0 +1,56 @@
+"""SSML said by every engine, measured: a break lasts what it says by the VAD, and a
+telephone number read digit by digit is heard so, in English and Spanish, by the node's
+Whisper (its base model hears French digits said alone badly, whatever the voice: "un" as
+"à" or "en"; docs/api.md)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from bench.audio import to_16k
+
+from tests.helpers.voices import JOE_KEY
+from voice_service.audio.vad import WINDOW, ServerVad, SpeechDetector
+from voice_service.engines.protocols import Pcm, TranscribeOptions
+from voice_service.engines.ssml import parse
+from voice_service.inference.engines import Engines
+
+VOICES = [JOE_KEY, "kokoro:jm_kumo:en", "espeak:en-us"]
+
+
+def said(engines: Engines, voice: str, document: str, language: str) -> Pcm:
+    chunks = [part() for part in engines.script_parts(voice, None, parse(document, language))]
+    samples = np.concatenate([chunk.pcm.samples for chunk in chunks])
+    return Pcm(samples, chunks[0].pcm.sample_rate)
+
+
+def longest_pause(pcm: Pcm) -> float:
+    """The longest silence between speech, by Silero's VAD (32 ms windows)."""
+    speech = SpeechDetector(ServerVad()).judge(to_16k(pcm)) >= 0.5
+    heard = np.flatnonzero(speech)
+    runs = np.diff(heard) - 1
+    return float(runs.max()) * WINDOW / 16_000 if runs.size else 0.0
+
+
+@pytest.mark.parametrize("voice", VOICES)
+def test_a_700_ms_break_is_700_ms_of_silence(engines: Engines, voice: str) -> None:
+    document = "<speak>Please hold the line.<break time='700ms'/>Your call matters.</speak>"
+    assert 0.65 <= longest_pause(said(engines, voice, document, "en")) <= 0.8
+
+
+@pytest.mark.parametrize(
+    ("voice", "language"),
+    [(JOE_KEY, "en"), ("kokoro:jm_kumo:es", "es")],
+)
+def test_a_telephone_number_is_heard_digit_by_digit(
+    engines: Engines, voice: str, language: str
+) -> None:
+    document = "<speak><say-as interpret-as='telephone'>555 0134</say-as></speak>"
+    pcm = said(engines, voice, document, language)
+    assert engines.transcribers is not None
+    stream = engines.transcribers.model(None).stream(to_16k(pcm), TranscribeOptions(language))
+    heard = " ".join(segment.text for segment in stream.segments)
+    # Whisper writes digits heard one by one as digits: none read as "five hundred".
+    assert re.sub(r"\D", "", heard) == "5550134", heard
