@@ -1,10 +1,10 @@
 """SSML: a text that starts with `<speak>` says how it is said, element by element.
 
-Read with defusedxml (no DTD, no entities) and walked to a bounded depth. A document becomes
-a `Script`: stretches of text, each with what the engine reads for it (a `Rewrite`: `<sub>`
-aliases, `<say-as>` readings and `<phoneme>`s, which every engine reads as phonemes), its
-rate (`<prosody rate>`) and the silence after it (`<break>`, the end of a `<p>`). What the
-customer wrote (the text without its tags) is what is billed and timed.
+Read as untrusted XML (`untrusted_xml`: no DTD, no entities) and walked to a bounded depth.
+A document becomes a `Script`: stretches of text, each with what the engine reads for it (a
+`Rewrite`: `<sub>` aliases, `<say-as>` readings and `<phoneme>`s, which every engine reads
+as phonemes), its rate (`<prosody rate>`) and the silence after it (`<break>`, the end of a
+`<p>`). What the customer wrote (the text without its tags) is what is billed and timed.
 """
 
 from __future__ import annotations
@@ -13,11 +13,10 @@ import re
 from dataclasses import dataclass, field
 from xml.etree.ElementTree import Element
 
-import defusedxml.ElementTree
-from defusedxml import DefusedXmlException
-
+from voice_service.engines import untrusted_xml
 from voice_service.engines.pronunciation import Alphabet, InvalidPhonemes, Rewrite, ipa_of
 from voice_service.engines.protocols import PHONEMES_CLOSE, PHONEMES_OPEN
+from voice_service.engines.untrusted_xml import UnreadableXml, local_name
 
 MAX_DEPTH = 32
 MAX_BREAK_SECONDS = 10.0  # Amazon Polly's and Google's bound
@@ -78,13 +77,11 @@ class Script:
 def parse(document: str, language: str | None) -> Script:
     """The script of an SSML `document` for a voice of `language` (say-as readings)."""
     try:
-        root = defusedxml.ElementTree.fromstring(document.encode(), forbid_dtd=True)
-    except DefusedXmlException as error:
-        raise InvalidSsml(f"the text holds XML this service refuses ({error})") from None
-    except SyntaxError as error:  # ParseError
-        raise InvalidSsml(f"the text is not well-formed SSML ({error})") from None
-    if _local(root.tag) != "speak":
-        raise InvalidSsml(f"the root element is <{_local(root.tag)}>, not <speak>")
+        root = untrusted_xml.parse(document.encode())
+    except UnreadableXml as error:
+        raise InvalidSsml(f"the text {error}") from None
+    if local_name(root.tag) != "speak":
+        raise InvalidSsml(f"the root element is <{local_name(root.tag)}>, not <speak>")
     builder = _Builder((language or "en").split("-")[0].lower())
     builder.walk(root, depth=0, rate=1.0)
     return Script(tuple(builder.finished()))
@@ -106,7 +103,7 @@ class _Builder:
     def walk(self, element: Element, depth: int, rate: float) -> None:
         if depth > MAX_DEPTH:
             raise InvalidSsml(f"elements are nested more than {MAX_DEPTH} deep")
-        name = _local(element.tag)
+        name = local_name(element.tag)
         if name in ("speak", "p", "s"):
             self._text(element.text, rate)
             for child in element:
@@ -124,7 +121,7 @@ class _Builder:
             self._end(_break_seconds(element))
         elif name in ("sub", "phoneme", "say-as"):
             if len(element):
-                raise InvalidSsml(f"<{name}> holds only text, not <{_local(element[0].tag)}>")
+                raise InvalidSsml(f"<{name}> holds only text, not <{local_name(element[0].tag)}>")
             written = _collapsed(element.text or "")
             self._said(written, _said_as(name, element, written, self.language), rate)
         else:
@@ -295,7 +292,3 @@ def _break_seconds(element: Element) -> float:
 def _collapsed(text: str) -> str:
     """XML's whitespace: a run of it is one space."""
     return re.sub(r"\s+", " ", text)
-
-
-def _local(tag: object) -> str:
-    return str(tag).rsplit("}", 1)[-1] if isinstance(tag, str) else ""

@@ -1,8 +1,7 @@
 """W3C Pronunciation Lexicon Specification (PLS 1.0) files, read and written.
 
-Read with defusedxml: a document with a DTD, an entity or an external reference is refused
-before anything is expanded (billion laughs, external entities). Only the lexicon's own shape
-is walked (lexicon > lexeme > grapheme, phoneme, alias), so depth costs nothing.
+Read as untrusted XML (`engines.untrusted_xml`: no DTD, no entities). Only the lexicon's own
+shape is walked (lexicon > lexeme > grapheme, phoneme, alias), so depth costs nothing.
 """
 
 from __future__ import annotations
@@ -10,14 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from xml.etree.ElementTree import Element, SubElement, tostring
 
-import defusedxml.ElementTree
-from defusedxml import DefusedXmlException
-
+from voice_service.engines import untrusted_xml
+from voice_service.engines.untrusted_xml import UnreadableXml, local_name
 from voice_service.pronunciation.rules import ALPHABETS, StoredRule
 
 MEDIA_TYPE = "application/pls+xml"
 NAMESPACE = "http://www.w3.org/2005/01/pronunciation-lexicon"
-_NS = "{" + NAMESPACE + "}"
 _XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
 # PLS names Arpabet "x-cmu" in ElevenLabs' files; either spelling is read.
 _ALPHABET_NAMES = {"ipa": "ipa", "x-cmu": "cmu-arpabet", "cmu-arpabet": "cmu-arpabet"}
@@ -37,33 +34,33 @@ def read(document: bytes, max_rules: int) -> Lexicon:
     """The rules of a PLS `document`, in its order: each grapheme of a lexeme is said as
     the lexeme's first alias or phoneme (PLS's own rule: the first pronunciation)."""
     try:
-        root = defusedxml.ElementTree.fromstring(document, forbid_dtd=True)
-    except DefusedXmlException as error:
-        raise InvalidLexicon(f"the file holds XML this service refuses ({error})") from None
-    except SyntaxError as error:  # ParseError
-        raise InvalidLexicon(f"the file is not well-formed XML ({error})") from None
-    if _local(root.tag) != "lexicon":
-        raise InvalidLexicon(f"the root element is <{_local(root.tag)}>, not <lexicon>")
+        root = untrusted_xml.parse(document)
+    except UnreadableXml as error:
+        raise InvalidLexicon(f"the file {error}") from None
+    if local_name(root.tag) != "lexicon":
+        raise InvalidLexicon(f"the root element is <{local_name(root.tag)}>, not <lexicon>")
     default_alphabet = _alphabet(root.get("alphabet", "ipa"))
     rules: list[StoredRule] = []
     for number, lexeme in enumerate(root, start=1):
-        if _local(lexeme.tag) != "lexeme":
+        if local_name(lexeme.tag) != "lexeme":
             continue  # <meta>, <metadata>: nothing to say
-        graphemes = [_text(child) for child in lexeme if _local(child.tag) == "grapheme"]
-        said = next((child for child in lexeme if _local(child.tag) in ("phoneme", "alias")), None)
+        graphemes = [_text(child) for child in lexeme if local_name(child.tag) == "grapheme"]
+        said = next(
+            (child for child in lexeme if local_name(child.tag) in ("phoneme", "alias")), None
+        )
         if not any(graphemes) or said is None:
             raise InvalidLexicon(f"lexeme {number} needs a <grapheme> and a <phoneme> or <alias>")
         for grapheme in filter(None, graphemes):
-            if _local(said.tag) == "alias":
+            if local_name(said.tag) == "alias":
                 rules.append({"type": "alias", "string_to_replace": grapheme, "alias": _text(said)})
             else:
-                alphabet = _alphabet(said.get("alphabet")) if said.get("alphabet") else None
+                named = said.get("alphabet")
                 rules.append(
                     {
                         "type": "phoneme",
                         "string_to_replace": grapheme,
                         "phoneme": _text(said),
-                        "alphabet": alphabet or default_alphabet,
+                        "alphabet": _alphabet(named) if named else default_alphabet,
                     }
                 )
             if len(rules) > max_rules:
@@ -85,10 +82,6 @@ def write(rules: list[StoredRule], language: str | None) -> bytes:
             said.text = rule["phoneme"]
     body: bytes = tostring(root, encoding="utf-8", xml_declaration=True)
     return body
-
-
-def _local(tag: object) -> str:
-    return str(tag).removeprefix(_NS) if isinstance(tag, str) else ""
 
 
 def _text(element: Element) -> str:
