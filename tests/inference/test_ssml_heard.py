@@ -54,3 +54,16 @@ def test_a_telephone_number_is_heard_digit_by_digit(
     heard = " ".join(segment.text for segment in stream.segments)
     # Whisper writes digits heard one by one as digits: none read as "five hundred".
     assert re.sub(r"\D", "", heard) == "5550134", heard
+
+
+def test_breaks_at_either_end_are_silence_of_their_length(engines: Engines) -> None:
+    pcm = said(
+        engines,
+        JOE_KEY,
+        "<speak><break time='500ms'/>Hello.<break time='1s'/><break time='250ms'/></speak>",
+        "en",
+    )
+    loud = np.flatnonzero(np.abs(pcm.samples.astype(np.int32)) > 500)
+    rate = pcm.sample_rate
+    assert loud[0] / rate == pytest.approx(0.5 + 0.02, abs=0.01)  # and the onset kept
+    assert (pcm.samples.size - loud[-1]) / rate == pytest.approx(1.25 + 0.02, abs=0.01)

@@ -150,9 +150,8 @@ class Engines:
         """`speech_parts` of each stretch of `script`, at its rate, and its pause as silence
         after its last chunk (before the next's first, for a stretch that says nothing);
         the request's context goes before the first stretch and after the last."""
-        parts: list[Callable[[], SpokenChunk]] = []
-        pending = 0.0  # silence not yet put after a chunk
-        broken = False  # the last chunk ended with a break: the next starts without quiet
+        planned: list[_Planned] = []
+        pending = 0.0  # silence not yet put beside a chunk
         last = len(script.stretches) - 1
         for index, stretch in enumerate(script.stretches):
             context = Context(
@@ -164,22 +163,27 @@ class Engines:
                 voice_key,
                 profile,
                 stretch.rewrite.written,
-                quick_start=quick_start and not parts,
+                quick_start=quick_start and not planned,
                 manner=Manner(speed, context, manner.lexicon),
                 rewrite=stretch.rewrite,
             )
             if not said:
                 pending += stretch.pause
                 continue
-            if pending or broken:
-                said[0] = functools.partial(_after_break, said[0], pending)
-            if stretch.pause:
-                said[-1] = functools.partial(_before_break, said[-1], stretch.pause)
-            pending, broken = 0.0, bool(stretch.pause)
-            parts += said
-        if pending and parts:
-            parts[-1] = functools.partial(_before_break, parts[-1], pending)
-        return parts
+            broken = bool(planned) and planned[-1].after > 0
+            stretch_parts = [_Planned(part) for part in said]
+            stretch_parts[0].before, stretch_parts[0].after_break = pending, broken or pending > 0
+            stretch_parts[-1].after = stretch.pause
+            pending = 0.0
+            planned += stretch_parts
+        if planned:
+            planned[-1].after += pending
+        return [
+            functools.partial(_with_breaks, p.part, p.before, p.after, p.after_break)
+            if p.before or p.after or p.after_break
+            else p.part
+            for p in planned
+        ]
 
     @staticmethod
     def speaker_name(voice_key: str, profile: Mapping[str, Any] | None) -> str:
@@ -260,35 +264,41 @@ def _spoken(
     return SpokenChunk(chunk, dataclasses.replace(pcm, word_times=rewrite.word_times(pcm)))
 
 
-def _before_break(part: Callable[[], SpokenChunk], seconds: float) -> SpokenChunk:
-    """`part`'s chunk, then `seconds` of silence in place of the quiet the voice ends it
-    with: a break lasts what it says."""
+@dataclass(slots=True)
+class _Planned:
+    """A chunk of a script, with the silence a break puts before or after it."""
+
+    part: Callable[[], SpokenChunk]
+    before: float = 0.0
+    after: float = 0.0
+    after_break: bool = False  # the chunk before it ended with a break
+
+
+def _with_breaks(
+    part: Callable[[], SpokenChunk], before: float, after: float, after_break: bool
+) -> SpokenChunk:
+    """`part`'s chunk with `before` and `after` seconds of silence around it, in place of
+    the quiet the voice leaves at an edge beside a break: a break lasts what it says."""
     spoken = part()
     pcm = spoken.pcm
     loud = _loud_edges(pcm)
-    stop = loud[1] if loud else pcm.samples.size
-    silence = np.zeros(round(seconds * pcm.sample_rate), dtype=np.int16)
-    end = stop / pcm.sample_rate
-    times = tuple((min(start, end), min(finish, end)) for start, finish in pcm.word_times)
-    audio = np.concatenate([pcm.samples[:stop], silence])
-    return SpokenChunk(spoken.text, Pcm(audio, pcm.sample_rate, times))
-
-
-def _after_break(part: Callable[[], SpokenChunk], seconds: float) -> SpokenChunk:
-    """`seconds` of silence (a break's that said nothing else), then `part`'s chunk without
-    the quiet the voice starts it with."""
-    spoken = part()
-    pcm = spoken.pcm
-    loud = _loud_edges(pcm)
-    first = loud[0] if loud else 0
-    silence = np.zeros(round(seconds * pcm.sample_rate), dtype=np.int16)
-    shift = seconds - first / pcm.sample_rate
+    first = loud[0] if loud and after_break else 0
+    stop = loud[1] if loud and after else pcm.samples.size
+    rate = pcm.sample_rate
+    shift = before - first / rate
+    end = before + (stop - first) / rate
     times = tuple(
-        (max(start + shift, seconds), max(finish + shift, seconds))
+        (min(max(start + shift, before), end), min(max(finish + shift, before), end))
         for start, finish in pcm.word_times
     )
-    audio = np.concatenate([silence, pcm.samples[first:]])
-    return SpokenChunk(spoken.text, Pcm(audio, pcm.sample_rate, times))
+    audio = np.concatenate(
+        [
+            np.zeros(round(before * rate), dtype=np.int16),
+            pcm.samples[first:stop],
+            np.zeros(round(after * rate), dtype=np.int16),
+        ]
+    )
+    return SpokenChunk(spoken.text, Pcm(audio, rate, times))
 
 
 def _loud_edges(pcm: Pcm) -> tuple[int, int] | None:
