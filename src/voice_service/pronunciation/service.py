@@ -63,7 +63,7 @@ async def create(
 ) -> PronunciationDictionary:
     """A new dictionary holding `rules` (its first version); a console user's `actor` is
     audited in its transaction."""
-    _check(rules)
+    await _check(rules)
     now = runtime.books.clock()
     dictionary = PronunciationDictionary(
         id=new_id("pd"),
@@ -230,7 +230,9 @@ async def lexicon_of(runtime: Runtime, org_id: str, locators: Sequence[Locator])
                 )
             )
             by_id = {row.id: _stored(row.rules) for row in rows}
-            lexicon = Lexicon(engine_rule(rule) for version in versions for rule in by_id[version])
+            # Off the event loop: three dictionaries of 10,000 rules take a good part of a
+            # second to compile.
+            lexicon = await asyncio.to_thread(_compiled, [by_id[version] for version in versions])
     _LEXICONS[key] = lexicon
     _LEXICONS.move_to_end(key)
     while len(_LEXICONS) > _LEXICONS_KEPT:
@@ -266,7 +268,7 @@ async def _new_version(
             latest = await session.get(PronunciationDictionaryVersion, dictionary.latest_version_id)
             assert latest is not None
             rules = change(_stored(latest.rules))
-            _check(rules)
+            await _check(rules)
             now = runtime.books.clock()
             version_id = new_id("pdv")
             moved = await session.execute(
@@ -284,9 +286,14 @@ async def _new_version(
     raise InvalidRequest("The dictionary is being changed by other requests; try again.")
 
 
-def _check(rules: list[StoredRule]) -> None:
+def _compiled(dictionaries: list[list[StoredRule]]) -> Lexicon:
+    return Lexicon(engine_rule(rule) for rules in dictionaries for rule in rules)
+
+
+async def _check(rules: list[StoredRule]) -> None:
+    """`rules` each said, off the event loop (10,000 of them take a tenth of a second)."""
     try:
-        checked(rules)
+        await asyncio.to_thread(checked, rules)
     except InvalidRule as error:
         raise InvalidRequest(f"rules: {error}.") from None
 
