@@ -4,15 +4,13 @@ request, heard through the node's Whisper, timed by the words as written, never 
 
 from __future__ import annotations
 
-import io
-import wave
-
 import httpx
 import pytest
 
 from tests.helpers.api import assert_error, transcribe, usage_units
 from tests.helpers.app import Tenant, Tenants
 from tests.helpers.voices import JOE
+from tests.helpers.wav import wav_bytes
 from voice_service.pronunciation import pls
 
 pytestmark = pytest.mark.anyio
@@ -56,16 +54,6 @@ async def from_file(client: httpx.AsyncClient, tenant: Tenant, document: bytes) 
     )
 
 
-def wav(pcm: bytes, rate: int = 16_000) -> bytes:
-    out = io.BytesIO()
-    with wave.open(out, "wb") as file:
-        file.setnchannels(1)
-        file.setsampwidth(2)
-        file.setframerate(rate)
-        file.writeframes(pcm)
-    return out.getvalue()
-
-
 async def heard(client: httpx.AsyncClient, tenant: Tenant, locators: list[dict[str, str]]) -> str:
     said = await client.post(
         "/text-to-speech",
@@ -74,7 +62,7 @@ async def heard(client: httpx.AsyncClient, tenant: Tenant, locators: list[dict[s
         json={"text": TEXT, "voice_id": JOE, "pronunciation_dictionary_locators": locators},
     )
     assert said.status_code == 200, said.text
-    answer = await transcribe(client, tenant, wav(said.content), language="en")
+    answer = await transcribe(client, tenant, wav_bytes(said.content, rate=16_000), language="en")
     assert answer.status_code == 200, answer.text
     return str(answer.json()["text"]).lower()
 

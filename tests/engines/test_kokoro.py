@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from bench.audio import to_16k
 from bench.wer import word_error_rate
 
+from tests.helpers.inference import heard
 from voice_service.engines import kokoro as kokoro_module
 from voice_service.engines.kokoro import (
     ALLOWED,
@@ -22,7 +22,7 @@ from voice_service.engines.kokoro import (
     prepare_model,
 )
 from voice_service.engines.model_files import ModelIntegrityError
-from voice_service.engines.protocols import Pcm, TranscribeOptions
+from voice_service.engines.protocols import Pcm
 from voice_service.inference.engines import Engines
 
 # One sentence per language: each catalogue voice must say it so that Whisper hears it back.
@@ -42,11 +42,6 @@ def kokoro(engines: Engines) -> KokoroEngine:
     engine = engines.speakers["kokoro"]
     assert isinstance(engine, KokoroEngine)
     return engine
-
-
-def heard(engines: Engines, pcm: Pcm, language: str) -> str:
-    stream = engines.transcribers.model(None).stream(to_16k(pcm), TranscribeOptions(language))
-    return " ".join(segment.text for segment in stream.segments)
 
 
 def test_model_parts_are_joined_once_and_verified(tmp_path: Path) -> None:

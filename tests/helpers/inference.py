@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from bench.audio import to_16k
+
 from voice_service.engines.manner import PLAIN, Manner
+from voice_service.engines.protocols import Pcm, TranscribeOptions
 from voice_service.inference.engines import Engines, SpokenChunk
 from voice_service.inference.pool import InferencePool
 
@@ -25,3 +28,10 @@ def spoken(
     """`text` spoken chunk by chunk, one after another, as the service's parts make it."""
     for speak in engines.speech_parts(voice_key, profile, text, manner=manner):
         yield speak()
+
+
+def heard(engines: Engines, pcm: Pcm, language: str) -> str:
+    """What the node's own Whisper hears in `pcm`, told its language."""
+    assert engines.transcribers is not None
+    stream = engines.transcribers.model(None).stream(to_16k(pcm), TranscribeOptions(language))
+    return " ".join(segment.text for segment in stream.segments)

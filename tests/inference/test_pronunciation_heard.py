@@ -4,21 +4,14 @@ alias is heard as the alias, a phoneme rule (CMU Arpabet, or IPA) as its phoneme
 from __future__ import annotations
 
 import pytest
-from bench.audio import to_16k
 
+from tests.helpers.inference import heard
 from tests.helpers.voices import JOE_KEY
 from voice_service.engines.pronunciation import NO_LEXICON, Alphabet, Lexicon, Rule, ipa_of
-from voice_service.engines.protocols import Pcm, TranscribeOptions
 from voice_service.inference.engines import Engines
 
 TEXT = "Please ask Bob to call VS today."
 VOICES = [JOE_KEY, "kokoro:jm_kumo:en", "espeak:en-us"]
-
-
-def heard(engines: Engines, pcm: Pcm) -> str:
-    assert engines.transcribers is not None
-    stream = engines.transcribers.model(None).stream(to_16k(pcm), TranscribeOptions("en"))
-    return " ".join(segment.text for segment in stream.segments).lower()
 
 
 @pytest.mark.parametrize("voice", VOICES)
@@ -30,11 +23,11 @@ def test_an_alias_and_a_phoneme_rule_are_heard_as_they_say(
     lexicon = Lexicon(
         [Rule("Bob", phonemes=ipa_of(tom, alphabet)), Rule("VS", alias="Voice Service")]
     )
-    plain = heard(engines, engines.chunk_speaker(voice, None, 1.0, NO_LEXICON)(TEXT))
+    plain = heard(engines, engines.chunk_speaker(voice, None, 1.0, NO_LEXICON)(TEXT), "en").lower()
     ruled = engines.chunk_speaker(voice, None, 1.0, lexicon)(TEXT)
 
     assert "voice service" not in plain
-    said = heard(engines, ruled)
+    said = heard(engines, ruled, "en").lower()
     assert "tom" in said and "bob" not in said and "voice service" in said
     if ruled.word_times:  # one time per word as written
         assert len(ruled.word_times) == len(TEXT.split())

@@ -8,12 +8,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from bench.audio import to_16k
 from bench.people import people
 from bench.wer import word_error_rate
 
+from tests.helpers.inference import heard
 from tests.helpers.voices import JOE_KEY
-from voice_service.engines.protocols import Pcm, TranscribeOptions
+from voice_service.engines.protocols import Pcm
 from voice_service.engines.world import analyse_sample
 from voice_service.inference.engines import Engines
 
@@ -35,11 +35,6 @@ def said(engines: Engines, voice: str, profile: Mapping[str, Any], speed: float)
     return engines.chunk_speaker(voice, None, speed)(TEXT)
 
 
-def heard(engines: Engines, pcm: Pcm) -> str:
-    stream = engines.transcribers.model(None).stream(to_16k(pcm), TranscribeOptions("en"))
-    return " ".join(segment.text for segment in stream.segments)
-
-
 @pytest.mark.parametrize("voice", VOICES)
 def test_one_and_a_half_times_as_fast_is_two_thirds_as_long_and_still_understood(
     engines: Engines, clone_profile: dict[str, Any], voice: str
@@ -48,7 +43,7 @@ def test_one_and_a_half_times_as_fast_is_two_thirds_as_long_and_still_understood
     fast = said(engines, voice, clone_profile, 1.5)
 
     assert fast.duration_seconds / plain.duration_seconds == pytest.approx(1 / 1.5, rel=0.1)
-    assert word_error_rate(TEXT, heard(engines, fast)) <= 0.1
+    assert word_error_rate(TEXT, heard(engines, fast, "en")) <= 0.1
     if plain.word_times:  # the words' times are the faster audio's own
         assert fast.word_times[-1][1] <= fast.duration_seconds
         assert fast.word_times[-1][1] < plain.word_times[-1][1] * 0.8

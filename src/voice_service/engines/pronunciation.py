@@ -30,6 +30,14 @@ class Alphabet(StrEnum):
     CMU_ARPABET = "cmu-arpabet"
 
 
+# The names SSML's and PLS's `alphabet` give them (PLS files write Arpabet "x-cmu").
+ALPHABET_NAMES = {
+    "ipa": Alphabet.IPA,
+    "x-cmu": Alphabet.CMU_ARPABET,
+    "cmu-arpabet": Alphabet.CMU_ARPABET,
+}
+
+
 class InvalidPhonemes(ValueError):
     """A phoneme rule's phonemes are not of its alphabet; the message names the symbol."""
 

@@ -14,7 +14,12 @@ from dataclasses import dataclass, field
 from xml.etree.ElementTree import Element
 
 from voice_service.engines import untrusted_xml
-from voice_service.engines.pronunciation import Alphabet, InvalidPhonemes, Rewrite, ipa_of
+from voice_service.engines.pronunciation import (
+    ALPHABET_NAMES,
+    InvalidPhonemes,
+    Rewrite,
+    ipa_of,
+)
 from voice_service.engines.protocols import PHONEMES_CLOSE, PHONEMES_OPEN
 from voice_service.engines.untrusted_xml import UnreadableXml, local_name
 
@@ -35,11 +40,6 @@ _RATES = {"x-slow": 0.5, "slow": 0.75, "medium": 1.0, "fast": 1.25, "x-fast": 1.
 _PARAGRAPH_PAUSE = 0.5
 _TIME = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s)\s*$")
 _PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
-_ALPHABETS = {
-    "ipa": Alphabet.IPA,
-    "x-cmu": Alphabet.CMU_ARPABET,
-    "cmu-arpabet": Alphabet.CMU_ARPABET,
-}
 
 
 class InvalidSsml(ValueError):
@@ -179,9 +179,9 @@ def _said_as(name: str, element: Element, written: str, language: str) -> str:
             raise InvalidSsml("<sub> needs an alias")
         return f" {alias} "
     if name == "phoneme":
-        alphabet = _ALPHABETS.get((element.get("alphabet") or "ipa").lower())
+        alphabet = ALPHABET_NAMES.get((element.get("alphabet") or "ipa").lower())
         if alphabet is None:
-            raise InvalidSsml(f"<phoneme alphabet> is one of {', '.join(_ALPHABETS)}")
+            raise InvalidSsml(f"<phoneme alphabet> is one of {', '.join(ALPHABET_NAMES)}")
         try:
             phonemes = ipa_of(element.get("ph") or "", alphabet)
         except InvalidPhonemes as error:

@@ -10,14 +10,14 @@ from dataclasses import dataclass
 from xml.etree.ElementTree import Element, SubElement, tostring
 
 from voice_service.engines import untrusted_xml
+from voice_service.engines.pronunciation import ALPHABET_NAMES
 from voice_service.engines.untrusted_xml import UnreadableXml, local_name
-from voice_service.pronunciation.rules import ALPHABETS, StoredRule
+from voice_service.pronunciation.rules import StoredRule
 
 MEDIA_TYPE = "application/pls+xml"
 NAMESPACE = "http://www.w3.org/2005/01/pronunciation-lexicon"
 _XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
 # PLS names Arpabet "x-cmu" in ElevenLabs' files; either spelling is read.
-_ALPHABET_NAMES = {"ipa": "ipa", "x-cmu": "cmu-arpabet", "cmu-arpabet": "cmu-arpabet"}
 
 
 class InvalidLexicon(ValueError):
@@ -89,10 +89,10 @@ def _text(element: Element) -> str:
 
 
 def _alphabet(name: str) -> str:
-    alphabet = _ALPHABET_NAMES.get(name.strip().lower())
-    if alphabet is None or alphabet not in ALPHABETS:
-        raise InvalidLexicon(f"alphabet {name!r} is not one of ipa, x-cmu, cmu-arpabet")
-    return alphabet
+    alphabet = ALPHABET_NAMES.get(name.strip().lower())
+    if alphabet is None:
+        raise InvalidLexicon(f"alphabet {name!r} is not one of {', '.join(ALPHABET_NAMES)}")
+    return alphabet.value
 
 
 def _pls_alphabet(alphabet: str) -> str:

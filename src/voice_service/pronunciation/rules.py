@@ -7,7 +7,6 @@ from typing import Literal, NotRequired, TypedDict
 
 from voice_service.engines.pronunciation import Alphabet, Rule, ipa_of
 
-ALPHABETS = frozenset(alphabet.value for alphabet in Alphabet)
 MAX_RULES = 10_000  # in one dictionary
 MAX_TEXT = 200  # characters of a rule's string_to_replace, alias or phonemes
 
