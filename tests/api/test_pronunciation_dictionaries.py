@@ -54,12 +54,15 @@ async def from_file(client: httpx.AsyncClient, tenant: Tenant, document: bytes) 
     )
 
 
-async def heard(client: httpx.AsyncClient, tenant: Tenant, locators: list[dict[str, str]]) -> str:
+async def heard(
+    client: httpx.AsyncClient, tenant: Tenant, locators: list[dict[str, str]] | None
+) -> str:
+    """What Whisper hears of TEXT said with `locators` (None: the field left out)."""
+    body: dict[str, object] = {"text": TEXT, "voice_id": JOE}
+    if locators is not None:
+        body["pronunciation_dictionary_locators"] = locators
     said = await client.post(
-        "/text-to-speech",
-        params={"output_format": "pcm_16000"},
-        headers=tenant.headers,
-        json={"text": TEXT, "voice_id": JOE, "pronunciation_dictionary_locators": locators},
+        "/text-to-speech", params={"output_format": "pcm_16000"}, headers=tenant.headers, json=body
     )
     assert said.status_code == 200, said.text
     answer = await transcribe(client, tenant, wav_bytes(said.content, rate=16_000), language="en")
@@ -203,6 +206,51 @@ async def test_listing_archiving_and_deleting(client: httpx.AsyncClient, tenant:
         "deleted": True,
     }
     assert_error(await client.get(path, headers=tenant.headers), 404, "NOT_FOUND")
+
+
+async def test_the_organizations_defaults_apply_where_a_request_names_none(
+    client: httpx.AsyncClient, tenant: Tenant, tenants: Tenants
+) -> None:
+    dictionary = (await from_rules(client, tenant, RULES)).json()["id"]
+    path = f"/pronunciation-dictionaries/{dictionary}"
+    made_default = await client.patch(path, headers=tenant.headers, json={"default": True})
+    assert made_default.json()["default"] is True, made_default.text
+
+    assert "tom" in await heard(client, tenant, None)
+    assert "bob" in await heard(client, tenant, [])  # an empty list: no dictionaries
+    stranger = await tenants.create()
+    assert "bob" in await heard(client, stranger, None)  # another organization's defaults
+
+    await client.patch(path, headers=tenant.headers, json={"default": False})
+    assert "bob" in await heard(client, tenant, None)
+
+
+async def test_at_most_three_defaults_and_an_archived_dictionary_is_none(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    made = [(await from_rules(client, tenant, RULES)).json()["id"] for _ in range(4)]
+    paths = [f"/pronunciation-dictionaries/{dictionary}" for dictionary in made]
+    for path in paths[:3]:
+        made_default = await client.patch(path, headers=tenant.headers, json={"default": True})
+        assert made_default.status_code == 200, made_default.text
+    fourth = await client.patch(paths[3], headers=tenant.headers, json={"default": True})
+    assert_error(fourth, 400, "INVALID_REQUEST")
+    assert "at most 3" in fourth.json()["error"]["message"]
+
+    archived = await client.patch(paths[0], headers=tenant.headers, json={"archived": True})
+    assert archived.json()["default"] is False  # archiving takes it out of the defaults
+    again = await client.patch(paths[0], headers=tenant.headers, json={"default": True})
+    assert_error(again, 400, "INVALID_REQUEST")
+    both = await client.patch(
+        paths[3], headers=tenant.headers, json={"default": True, "archived": True}
+    )
+    assert_error(both, 400, "INVALID_REQUEST")
+    assert (await client.patch(paths[3], headers=tenant.headers, json={"default": True})).json()[
+        "default"
+    ]
+    listed = (await client.get("/pronunciation-dictionaries", headers=tenant.headers)).json()
+    defaults = {d["id"] for d in listed["pronunciation_dictionaries"] if d["default"]}
+    assert defaults == set(made[1:])
 
 
 BILLION_LAUGHS = (

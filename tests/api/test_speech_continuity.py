@@ -75,3 +75,23 @@ async def test_neighbours_over_the_text_limit_are_400_and_not_billed(
     )
     assert field in assert_error(response, 400, "INVALID_REQUEST")["message"]
     assert await usage_units(tenants, tenant.org_id) == []
+
+
+@pytest.mark.parametrize("field", ["previous_request_ids", "next_request_ids"])
+async def test_request_stitching_by_id_is_refused_by_name_and_not_billed(
+    client: httpx.AsyncClient, tenants: Tenants, tenant: Tenant, field: str
+) -> None:
+    """No request's text is kept, so ElevenLabs' ids of earlier requests cannot be taken;
+    an empty list, which asks for nothing, is."""
+    refused = await client.post(
+        "/text-to-speech",
+        headers=tenant.headers,
+        json={"voice_id": JOE, "text": FIRST, field: ["req_0123456789abcdef01234567"]},
+    )
+    message = assert_error(refused, 400, "INVALID_REQUEST")["message"]
+    assert field in message and "previous_text" in message
+    assert await usage_units(tenants, tenant.org_id) == []
+    empty = await client.post(
+        "/text-to-speech", headers=tenant.headers, json={"voice_id": JOE, "text": FIRST, field: []}
+    )
+    assert empty.status_code == 200, empty.text

@@ -568,6 +568,16 @@ def test_try_it_says_words_as_a_chosen_dictionary_does(server: Server) -> None:
         missing = client.post(
             url, data={**form, "pronunciation_dictionary_id": "pd_missing"}, headers=accept
         )
+        made_default = httpx.patch(
+            f"{server.base_url}/pronunciation-dictionaries/{dictionary}",
+            headers=api,
+            json={"default": True},
+        )
+        by_default = client.post(url, data={**form, "pronunciation_dictionary_id": ""})
+        without = client.post(url, data={**form, "pronunciation_dictionary_id": "none"})
     assert ruled.status_code == 200, ruled.text
     assert ruled.content == as_the_api_says.content != plain.content
     assert missing.status_code == 404
+    assert made_default.status_code == 200, made_default.text
+    assert by_default.content == ruled.content  # the organization's defaults
+    assert without.content == plain.content

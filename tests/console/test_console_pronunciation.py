@@ -196,6 +196,33 @@ def test_an_archived_dictionary_is_listed_as_archived(
     assert ">Archived<" in listed and ">Active<" not in listed
 
 
+def test_a_dictionary_is_made_a_default_and_no_longer_one_from_its_page(
+    console: httpx.Client, server: Server, owner: Owner
+) -> None:
+    made = [created(console, owner, lexicon_of(1), f"Default {n}") for n in range(4)]
+
+    def set_default(dictionary_id: str, value: str) -> httpx.Response:
+        page = console.get(f"{owner.console}/{dictionary_id}").text
+        return console.post(
+            f"{owner.console}/{dictionary_id}/default",
+            data={"csrf_token": csrf_token(page), "default": value},
+        )
+
+    for dictionary_id in made[:3]:
+        assert set_default(dictionary_id, "true").status_code == 303
+    assert ">Default<" in row(console.get(owner.console).text, made[0])
+    page = console.get(f"{owner.console}/{made[0]}").text
+    assert ">Default<" in page and "Stop using as a default" in page
+    fourth = set_default(made[3], "true")
+    assert fourth.status_code == 400
+    assert "at most 3 default dictionaries" in shown_text(fourth.text)
+    assert set_default(made[0], "false").status_code == 303
+    defaults = {d["id"] for d in owner.listed(server) if d["default"]}
+    assert defaults == set(made[1:3])
+    for dictionary_id in made[1:3]:  # leave the organization as the other tests expect it
+        set_default(dictionary_id, "false")
+
+
 @pytest.mark.parametrize(
     ("document", "name", "status", "message"),
     [

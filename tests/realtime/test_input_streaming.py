@@ -346,3 +346,17 @@ async def test_the_opening_pronunciation_dictionaries_are_the_sessions(node: Ser
     missing = [{"pronunciation_dictionary_id": "pd_missing"}]
     _, errors = await spoken_seconds(node, {"pronunciation_dictionary_locators": missing})
     assert errors == ["invalid_message"]
+
+    # An opening that names none: the organization's defaults.
+    path = f"{node.base_url}/pronunciation-dictionaries/{made.json()['id']}"
+    headers = {"Authorization": f"Bearer {node.api_key}"}
+    async with httpx.AsyncClient() as client:
+        assert (await client.patch(path, headers=headers, json={"default": True})).is_success
+        try:
+            async with stream_input(node, opening={}, output_format="pcm_16000") as messages:
+                await messages.ws.send(text(SPOKEN))
+                await messages.ws.send(json.dumps({"text": ""}))
+                await messages.until_final()
+        finally:
+            await client.patch(path, headers=headers, json={"default": False})
+    assert "parcel" in heard(node, messages.audio()).lower()

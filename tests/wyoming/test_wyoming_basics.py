@@ -21,8 +21,9 @@ from wyoming.tts import (
     SynthesizeVoice,
 )
 
-from tests.helpers.api import clone, raised_voice_sample
+from tests.helpers.api import clone, raised_voice_sample, transcribe
 from tests.helpers.voices import JOE
+from tests.helpers.wav import wav_bytes
 from tests.helpers.wyoming import (
     Node,
     audio_events,
@@ -173,6 +174,47 @@ async def test_streamed_text_is_spoken_before_it_has_all_arrived(node: Node) -> 
     assert (row.path, row.status) == ("/wyoming/synthesize-stream", 200)
     (usage,) = books.billed
     assert usage.units == len(first + "".join(rest))  # the repeated text is not billed
+
+
+async def test_an_organizations_default_dictionaries_say_its_words(node: Node) -> None:
+    """Wyoming names no dictionaries: the organization's defaults apply, to its own
+    listener only, in both kinds of request."""
+    theirs, other = node.keys[1], node.keys[0]
+    made = await node.client.post(
+        "/pronunciation-dictionaries/add-from-rules",
+        headers=theirs.headers,
+        json={
+            "name": "Brands",
+            "rules": [{"type": "alias", "string_to_replace": "VS", "alias": "Voice Service"}],
+        },
+    )
+    path = f"/pronunciation-dictionaries/{made.json()['id']}"
+    set_default = await node.client.patch(path, headers=theirs.headers, json={"default": True})
+    assert set_default.json()["default"] is True, set_default.text
+    text = "Please call VS today."
+    try:
+        heard = {}
+        for port, key in ((node.ports[1], theirs), (node.ports[0], other)):
+            async with connected(port) as client:
+                await send(client, Synthesize(text=text, voice=SynthesizeVoice(name=JOE)))
+                whole = await read_until(client, "audio-stop")
+                await send(
+                    client,
+                    SynthesizeStart(voice=SynthesizeVoice(name=JOE)),
+                    SynthesizeChunk(text),
+                    SynthesizeStop(),
+                )
+                streamed = await read_until(client, "synthesize-stopped")
+            for kind, answer in (("whole", whole), ("streamed", streamed)):
+                assert answer.error is None, answer.error
+                wav = wav_bytes(answer.audio, rate=answer.rate)
+                said = await transcribe(node.client, key, wav, language="en")
+                heard[key.org_id, kind] = str(said.json()["text"]).lower()
+    finally:
+        await node.client.patch(path, headers=theirs.headers, json={"default": False})
+    for kind in ("whole", "streamed"):
+        assert "voice service" in heard[theirs.org_id, kind], heard
+        assert "voice service" not in heard[other.org_id, kind], heard
 
 
 def _resampled(samples: np.ndarray, rate: int) -> np.ndarray:  # type: ignore[type-arg]

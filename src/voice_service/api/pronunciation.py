@@ -192,7 +192,7 @@ async def download(
 
 @router.patch(
     "/pronunciation-dictionaries/{dictionary_id}",
-    summary="Rename a pronunciation dictionary, or archive or restore it",
+    summary="Rename a pronunciation dictionary, archive or restore it, or make it a default",
     response_model=DictionaryOut,
     responses=error_responses(400, 404),
     openapi_extra=json_request_body(DictionaryPatch),
@@ -202,7 +202,12 @@ async def update_dictionary(
 ) -> DictionaryOut:
     body = await parse_json(request, DictionaryPatch)
     changed = await service.update(
-        context, principal.org_id, dictionary_id, name=body.name, archived=body.archived
+        context,
+        principal.org_id,
+        dictionary_id,
+        name=body.name,
+        archived=body.archived,
+        default=body.default,
     )
     return DictionaryOut.of(changed)
 

@@ -1,7 +1,8 @@
 """The pronunciation page: the organization's dictionaries, newest first, and a new one made
-from a PLS file; one dictionary's page: the rules of its latest version, and that version as
-a PLS file; deleting one. Every action is its twin's in api/pronunciation.py
-(pronunciation/service.py), scoped by the organization in the URL."""
+from a PLS file; one dictionary's page: the rules of its latest version, that version as a
+PLS file, and whether it is one of the organization's defaults; deleting one. Every action
+is its twin's in api/pronunciation.py (pronunciation/service.py), scoped by the organization
+in the URL."""
 
 from __future__ import annotations
 
@@ -122,6 +123,35 @@ async def create_action(
 async def dictionary_page(
     dictionary_id: str, request: Request, context: Context, user: SignedInUser, org: CurrentOrg
 ) -> Response:
+    return await _dictionary_page(dictionary_id, request, context, user, org)
+
+
+@router.post("/orgs/{org_id}/pronunciation/{dictionary_id}/default")
+async def default_action(
+    dictionary_id: str, request: Request, context: Context, user: SignedInUser, org: CurrentOrg
+) -> Response:
+    form = await checked_form(request, user)
+    try:
+        await _found(
+            service.update(context, org.id, dictionary_id, default=form.get("default") == "true")
+        )
+    except ApiError as exc:  # a fourth default: said on the page
+        return await _dictionary_page(
+            dictionary_id, request, context, user, org, status=exc.status, error=exc.message
+        )
+    return redirect(f"{_list_url(org)}/{dictionary_id}")
+
+
+async def _dictionary_page(
+    dictionary_id: str,
+    request: Request,
+    context: Context,
+    user: SignedIn,
+    org: Organization,
+    *,
+    status: int = 200,
+    error: str | None = None,
+) -> Response:
     found = await _found(service.get(context, org.id, dictionary_id))
     # Versions never change: the rules shown are the latest's as it was read just now, and
     # the download link names that version, so the file holds what the page shows.
@@ -138,6 +168,8 @@ async def dictionary_page(
         rules=rules[:RULES_SHOWN],
         total=len(rules),
         alphabets=ALPHABET_NAMES,
+        error=error,
+        status=status,
     )
 
 

@@ -179,14 +179,21 @@ async def try_it(
             text=str(form.get("text", "")),
             voice_id=str(form.get("voice_id", "")),
             voice_settings=VoiceSettings(speed=str(form.get("speed") or 1)),
-            pronunciation_dictionary_locators=[LocatorIn(pronunciation_dictionary_id=dictionary)]
-            if dictionary
-            else None,
+            pronunciation_dictionary_locators=_locators(dictionary),
         )
     except ValidationError as exc:
         raise InvalidRequest(describe_errors(exc.errors())) from None
     audio = await synthesize_speech(context, principal, ledger_of(request), body)
     return Response(audio, media_type="audio/mpeg")
+
+
+def _locators(chosen: str) -> list[LocatorIn] | None:
+    """Try it's dictionary: the organization's defaults (""), none, or one of its own."""
+    if not chosen:
+        return None
+    if chosen == "none":
+        return []
+    return [LocatorIn(pronunciation_dictionary_id=chosen)]
 
 
 @router.post("/orgs/{org_id}/voices/clone")

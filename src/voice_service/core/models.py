@@ -471,6 +471,9 @@ class PronunciationDictionary(Base):
     latest_rules: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     archived_at: Mapped[datetime | None]
+    # When it became one of the organization's defaults (the earliest comes first), which
+    # speech that names no dictionaries is said with.
+    default_since: Mapped[datetime | None]
 
 
 class PronunciationDictionaryVersion(Base):

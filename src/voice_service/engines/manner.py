@@ -18,6 +18,9 @@ class Manner:
     speed: float = 1.0  # times the voice's own pace
     context: Context = NO_CONTEXT
     lexicon: Lexicon = NO_LEXICON
+    # The lexicon is the organization's defaults, not dictionaries the request named: a
+    # voice that cannot take dictionaries speaks without them rather than refusing.
+    lexicon_by_default: bool = False
 
 
 PLAIN = Manner()

@@ -182,7 +182,7 @@ async def speech(
     fmt = FORMATS[body.response_format]
     locators = locators_of(body.pronunciation_dictionary_locators)
     lexicon = await lexicon_of(context, principal.org_id, locators)
-    manner = Manner(speed=body.speed, lexicon=lexicon)
+    manner = Manner(speed=body.speed, lexicon=lexicon, lexicon_by_default=locators is None)
     speech = await stream_speech(
         context, principal, ledger, voice_id, body.input, fmt, manner=manner
     )

@@ -93,6 +93,11 @@ class DictionaryPatch(BaseModel):
 
     name: str | None = Field(None, min_length=1, max_length=MAX_NAME_LENGTH)
     archived: StrictBool | None = None
+    default: StrictBool | None = Field(
+        None,
+        description=f"One of the organization's defaults (at most {MAX_LOCATORS}): speech "
+        "that names no dictionaries, and all of Wyoming's, is said with them.",
+    )
 
 
 class LocatorIn(BaseModel):
@@ -112,13 +117,16 @@ Locators = Annotated[
     Field(
         max_length=MAX_LOCATORS,
         description=f"Up to {MAX_LOCATORS} of the organization's pronunciation dictionaries; "
-        "where two have a rule for the same text, the first named wins. Never billed.",
+        "where two have a rule for the same text, the first named wins. Left out, the "
+        "organization's default dictionaries apply; an empty list says none. Never billed.",
     ),
 ]
 
 
-def locators_of(items: list[LocatorIn] | None) -> list[Locator]:
-    return [item.locator() for item in items or ()]
+def locators_of(items: list[LocatorIn] | None) -> list[Locator] | None:
+    """The dictionaries a request names; None where it names none (the organization's
+    defaults apply) rather than an empty list (it wants none)."""
+    return None if items is None else [item.locator() for item in items]
 
 
 class DictionaryOut(BaseModel):
@@ -129,6 +137,7 @@ class DictionaryOut(BaseModel):
     latest_version_rules_num: int
     creation_time_unix: int
     archived_time_unix: int | None
+    default: bool  # one of the organization's defaults
     created_by: str  # the organization: every key of it may use and change it
     permission_on_resource: Literal["admin"] = "admin"
 
@@ -142,6 +151,7 @@ class DictionaryOut(BaseModel):
             latest_version_rules_num=row.latest_rules,
             creation_time_unix=int(row.created_at.timestamp()),
             archived_time_unix=int(row.archived_at.timestamp()) if row.archived_at else None,
+            default=row.default_since is not None,
             created_by=row.org_id,
         )
 

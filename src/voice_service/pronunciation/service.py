@@ -182,14 +182,30 @@ async def update(
     *,
     name: str | None = None,
     archived: bool | None = None,
+    default: bool | None = None,
 ) -> PronunciationDictionary:
-    """Rename the dictionary, or archive it (requests may no longer name it) or restore it."""
+    """Rename the dictionary, archive it (requests may no longer name it, and it is no
+    longer a default) or restore it, or make it one of the organization's defaults (the
+    dictionaries that speech naming none is said with, the earliest made first) or not."""
+    if archived and default:
+        raise InvalidRequest("An archived dictionary cannot be a default.")
     async with transaction(runtime.sessions) as session:
         dictionary = await _find(session, org_id, dictionary_id)
         if name is not None:
             dictionary.name = name
         if archived is not None:
             dictionary.archived_at = runtime.books.clock() if archived else None
+        if archived or default is False:
+            dictionary.default_since = None
+        elif default and dictionary.default_since is None:
+            if dictionary.archived_at is not None:
+                raise InvalidRequest("An archived dictionary cannot be a default.")
+            if len(await _defaults(session, org_id)) >= MAX_LOCATORS:
+                raise InvalidRequest(
+                    f"An organization has at most {MAX_LOCATORS} default dictionaries: "
+                    "make one of them not a default first."
+                )
+            dictionary.default_since = runtime.books.clock()
     return dictionary
 
 
@@ -210,17 +226,23 @@ async def remove(
             actor.record(session, Action.DICTIONARY_DELETED, f"{dictionary.id} in {org_id}")
 
 
-async def lexicon_of(runtime: Runtime, org_id: str, locators: Sequence[Locator]) -> Lexicon:
-    """The rules of the dictionaries `locators` name, the first named first. A dictionary
-    or version the organization does not have is not found; an archived one is refused."""
-    if not locators:
-        return NO_LEXICON
-    if len(locators) > MAX_LOCATORS:
+async def lexicon_of(runtime: Runtime, org_id: str, locators: Sequence[Locator] | None) -> Lexicon:
+    """The rules of the dictionaries `locators` name, the first named first, or of the
+    organization's defaults when `locators` is None. A dictionary or version the
+    organization does not have is not found; an archived one is refused."""
+    if locators is not None and len(locators) > MAX_LOCATORS:
         raise InvalidRequest(
             f"pronunciation_dictionary_locators: at most {MAX_LOCATORS} dictionaries."
         )
+    if locators == []:
+        return NO_LEXICON
     async with runtime.sessions() as session:
-        versions = [await _version_named(session, org_id, locator) for locator in locators]
+        if locators is None:
+            versions = [row.latest_version_id for row in await _defaults(session, org_id)]
+        else:
+            versions = [await _version_named(session, org_id, locator) for locator in locators]
+        if not versions:
+            return NO_LEXICON
         key = tuple(versions)
         lexicon = _LEXICONS.get(key)
         if lexicon is None:
@@ -238,6 +260,21 @@ async def lexicon_of(runtime: Runtime, org_id: str, locators: Sequence[Locator])
     while len(_LEXICONS) > _LEXICONS_KEPT:
         _LEXICONS.popitem(last=False)
     return lexicon
+
+
+async def _defaults(session: AsyncSession, org_id: str) -> list[PronunciationDictionary]:
+    """The organization's default dictionaries, the earliest made first. Two nodes making a
+    fourth at once could each see two, so only the first three are ever used."""
+    found = await session.scalars(
+        select(PronunciationDictionary)
+        .where(
+            PronunciationDictionary.org_id == org_id,
+            PronunciationDictionary.default_since.is_not(None),
+        )
+        .order_by(PronunciationDictionary.default_since, PronunciationDictionary.id)
+        .limit(MAX_LOCATORS)
+    )
+    return list(found)
 
 
 async def _version_named(session: AsyncSession, org_id: str, locator: Locator) -> str:

@@ -60,7 +60,7 @@ logger = logging.getLogger(__name__)
 # Characters a capped key's session holds ahead of what it has sent.
 HOLD_AHEAD = 1000
 # The opening message's `pronunciation_dictionary_locators`, as a speech request takes them.
-_LOCATORS = TypeAdapter(Annotated[list[LocatorIn], Field(max_length=MAX_LOCATORS)])
+_LOCATORS = TypeAdapter(Annotated[list[LocatorIn] | None, Field(max_length=MAX_LOCATORS)])
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,11 +160,9 @@ class InputStream:
             )
 
     async def _take_locators(self, items: object) -> None:
-        """The opening message's `pronunciation_dictionary_locators`: dictionaries that are
-        not the organization's, or too many, get an error message and the session speaks
-        without them."""
-        if items is None:
-            return
+        """The opening message's `pronunciation_dictionary_locators` (the organization's
+        defaults where it has none): dictionaries that are not the organization's, or too
+        many, get an error message and the session speaks without them."""
         try:
             locators = locators_of(_LOCATORS.validate_python(items))
             lexicon = await lexicon_of(
@@ -182,7 +180,9 @@ class InputStream:
                 "invalid_message", f"{error.message} The session speaks without dictionaries."
             )
         else:
-            self._manner = dataclasses.replace(self._manner, lexicon=lexicon)
+            self._manner = dataclasses.replace(
+                self._manner, lexicon=lexicon, lexicon_by_default=locators is None
+            )
 
     def end(self) -> None:
         """No more text: what is pending is spoken, then the last message goes out."""

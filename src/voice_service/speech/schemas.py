@@ -50,6 +50,27 @@ NeighbourText = Annotated[
 ]
 
 
+def _not_kept(ids: list[str] | None) -> list[str] | None:
+    if ids:
+        raise ValueError(
+            "not taken: this service keeps no request's text to go on from; send "
+            "previous_text and next_text instead"
+        )
+    return ids
+
+
+# ElevenLabs' request stitching names earlier requests by id; this service keeps no text of
+# a request once it is answered, so only an empty list is taken.
+StitchedRequests = Annotated[
+    list[str] | None,
+    AfterValidator(_not_kept),
+    Field(
+        description="ElevenLabs' request stitching: not taken (a non-empty list is a 400), "
+        "as this service keeps no request's text; previous_text and next_text do the same."
+    ),
+]
+
+
 class VoiceSettings(BaseModel):
     """ElevenLabs' `voice_settings`: only `speed` changes our voices; the others
     (`stability`, `similarity_boost`, `style`, `use_speaker_boost`) are accepted and not
@@ -78,10 +99,12 @@ class SpeechRequest(BaseModel):
     )
     previous_text: NeighbourText = None
     next_text: NeighbourText = None
+    previous_request_ids: StitchedRequests = None
+    next_request_ids: StitchedRequests = None
     pronunciation_dictionary_locators: Locators = None
 
     @property
-    def locators(self) -> list[Locator]:
+    def locators(self) -> list[Locator] | None:
         return locators_of(self.pronunciation_dictionary_locators)
 
     @property

@@ -69,9 +69,13 @@ async def synthesize_speech(
 
 async def manner_of(runtime: Runtime, principal: Principal, body: SpeechRequest) -> Manner:
     """How the request's text is said: at its speed, in its context, with the rules of the
-    dictionaries it names."""
-    lexicon = await lexicon_of(runtime, principal.org_id, body.locators)
-    return Manner(body.speed, body.context, lexicon)
+    dictionaries it names (the organization's defaults where it names none)."""
+    return Manner(
+        body.speed,
+        body.context,
+        await lexicon_of(runtime, principal.org_id, body.locators),
+        lexicon_by_default=body.locators is None,
+    )
 
 
 async def _held_voice(
@@ -267,7 +271,7 @@ async def timed_speech(
             raise InvalidRequest(
                 f"Voice {voice.id!r} is spoken by a provider whose timed speech takes no speed."
             )
-        if len(manner.lexicon):
+        if len(manner.lexicon) and not manner.lexicon_by_default:
             raise InvalidRequest(
                 f"Voice {voice.id!r} is spoken by a provider whose timed speech takes no "
                 "pronunciation dictionaries."

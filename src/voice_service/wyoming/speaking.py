@@ -5,7 +5,8 @@ language model's reply while it is written (`synthesize-start`, `synthesize-chun
 Audio goes out as raw 16-bit mono PCM at the voice's own rate (`audio-start`,
 `audio-chunk`s, `audio-stop`), chunk by chunk as the engine speaks. Streamed text is spoken
 clause by clause as each clause's end arrives (`speech.clauses`), in one audio stream,
-followed by `synthesize-stopped`. A request is billed its characters, as the HTTP API bills
+followed by `synthesize-stopped`. Wyoming names no dictionaries, so speech is said with
+the organization's default dictionaries. A request is billed its characters, as the HTTP API bills
 them, once all of its audio went out; one that failed, or whose client left, is billed the
 characters whose audio went out, as a WebSocket session is, and its row says why it ended.
 A key revoked (or its organization suspended) while it speaks ends it within a second, as
@@ -33,6 +34,8 @@ from voice_service.core.ids import catalogue_voice_id
 from voice_service.core.models import Voice
 from voice_service.core.vocabulary import Scope, Service, UsageEndpoint
 from voice_service.engines.catalog import CLONE_BASE_VOICE
+from voice_service.engines.manner import Manner
+from voice_service.pronunciation.service import lexicon_of
 from voice_service.speech.clauses import next_clause
 from voice_service.speech.schemas import MAX_TEXT_LENGTH
 from voice_service.speech.service import is_remote, speech_charge, speech_chunks, timed_speech
@@ -105,8 +108,14 @@ def _speaks(voice_tag: str, asked: str, *, exactly: bool) -> bool:
     return voice_tag.split("-")[0] == asked.split("-")[0]
 
 
+async def default_manner(context: AppContext, principal: Principal) -> Manner:
+    """Wyoming's requests are said with the organization's default dictionaries."""
+    lexicon = await lexicon_of(context, principal.org_id, None)
+    return Manner(lexicon=lexicon, lexicon_by_default=True)
+
+
 async def spoken_pcm(
-    context: AppContext, voice: Voice, text: str, ledger: Ledger
+    context: AppContext, voice: Voice, text: str, ledger: Ledger, manner: Manner
 ) -> AsyncIterator[tuple[int, bytes, int]]:
     """(rate, raw PCM, the characters it says) as the voice says `text`, chunk by chunk. A
     provider's voice says when each character is spoken only for the whole text: its
@@ -114,14 +123,18 @@ async def spoken_pcm(
     if is_remote(context, voice):
         rate = PROVIDER_PCM.sample_rate
         assert rate is not None
-        made = speech_chunks(context, voice, text, ledger, PROVIDER_PCM, streaming=True)
+        made = speech_chunks(
+            context, voice, text, ledger, PROVIDER_PCM, streaming=True, manner=manner
+        )
         async with aclosing(made) as pieces:
             async for piece in pieces:
                 yield rate, piece, 0
         yield rate, b"", len(text)
         return
     encoder = AudioEncoder(PCM, streaming=True)
-    timed = timed_speech(context, voice, text, ledger, PCM, streaming=True, encoder=encoder)
+    timed = timed_speech(
+        context, voice, text, ledger, PCM, streaming=True, encoder=encoder, manner=manner
+    )
     unsaid = 0  # characters whose audio the encoder still holds
     async with aclosing(timed) as chunks:
         async for chunk in chunks:
@@ -168,6 +181,7 @@ async def synthesize(
     if len(request.text) > MAX_TEXT_LENGTH:
         raise InvalidRequest(f"The text is longer than {MAX_TEXT_LENGTH} characters.")
     voice = await chosen_voice(context, principal, request.voice)
+    manner = await default_manner(context, principal)
     charge = speech_charge(voice, request.text)
     await ledger.hold(charge.units)
     ledger.stream_starting()
@@ -175,7 +189,9 @@ async def synthesize(
     try:
         async with (
             key_watched(context, key_id, *SPEECH) as cut_off,
-            aclosing(cut_off.guard(spoken_pcm(context, voice, request.text, ledger))) as spoken,
+            aclosing(
+                cut_off.guard(spoken_pcm(context, voice, request.text, ledger, manner))
+            ) as spoken,
         ):
             async for rate, pcm, characters in spoken:
                 await audio.send(rate, pcm, characters)
@@ -197,12 +213,14 @@ class StreamedSynthesis:
         ledger: Ledger,
         key_id: str,
         voice: Voice,
+        manner: Manner,
     ) -> None:
         self._context = context
         self._key_id = key_id
         self._connection = connection
         self.ledger = ledger
         self._voice = voice
+        self._manner = manner
         self._gate = UnitGate(ledger, HOLD_AHEAD)
         self._received = 0  # characters taken, which the answer bills
         self._pending = ""  # text whose clause has not ended
@@ -219,8 +237,9 @@ class StreamedSynthesis:
         wanted = SynthesizeStart(voice=parsed_voice(event)).voice
         principal = await admitted(context, ledger, key_id, SPEECH)
         voice = await chosen_voice(context, principal, wanted)
+        manner = await default_manner(context, principal)
         ledger.stream_starting()
-        return StreamedSynthesis(context, connection, ledger, key_id, voice)
+        return StreamedSynthesis(context, connection, ledger, key_id, voice, manner)
 
     async def add(self, text: str) -> None:
         """More text; raises `RateLimited` when a monthly cap would be passed, and
@@ -260,7 +279,7 @@ class StreamedSynthesis:
         try:
             async with key_watched(self._context, self._key_id, *SPEECH) as cut_off:
                 while (clause := await cut_off.race(self._clauses.get())) is not None:
-                    made = spoken_pcm(self._context, self._voice, clause, self.ledger)
+                    made = spoken_pcm(self._context, self._voice, clause, self.ledger, self._manner)
                     async with aclosing(cut_off.guard(made)) as spoken:
                         async for rate, pcm, characters in spoken:
                             await self._audio.send(rate, pcm, characters)
