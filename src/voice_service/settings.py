@@ -370,6 +370,14 @@ class Settings(BaseSettings):
         gt=0,
         description="Days a finished job's transcript is kept; then the job is deleted.",
     )
+    stitching_minutes: int = Field(
+        120,
+        ge=0,
+        le=1440,
+        description="Minutes the start and end of each speech request's text are kept so that "
+        "a later request may name it in previous_request_ids or next_request_ids (ElevenLabs' "
+        "request stitching); 0 keeps none, and those fields are refused.",
+    )
     mp3_bitrate: int = Field(64_000, ge=64_000, description="MP3 bitrate of synthesized speech.")
     header_timeout_seconds: float = Field(
         10.0,

@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -53,6 +53,8 @@ from voice_service.tenancy.principal import Principal
 logger = logging.getLogger(__name__)
 
 MAX_LOGGED_PATH = 2048  # the column's width: a longer path must not cost the row
+# A success's own rows, written in its billing transaction (given the session and the time).
+BilledWrite = Callable[[AsyncSession, datetime], Awaitable[None]]
 # What an unreachable or silent database or Redis raises (sockets, timeouts, the pool).
 OUTAGES = (OSError, TimeoutError, OperationalError, InterfaceError, PoolTimeout)
 
@@ -83,6 +85,7 @@ class Ledger:
         "_settled",
         "_status",
         "_streaming",
+        "_writes",
         "books",
         "client",
         "client_gone",
@@ -124,6 +127,7 @@ class Ledger:
         self._status: int | None = None  # of its row
         self._settled = False  # its row is written (or being written)
         self._streaming = False  # a stream writes its row when it ends
+        self._writes: list[BilledWrite] = []  # the success's own rows, made as it is billed
 
     # --- what the request is -------------------------------------------------------------
 
@@ -134,6 +138,11 @@ class Ledger:
     def heard_by(self, model: str) -> None:
         """The transcription model (or "provider:NAME") that heard the request's audio."""
         self._model = model
+
+    def writes_when_billed(self, write: BilledWrite) -> None:
+        """`write` adds the request's own rows in its billing transaction, whenever that
+        comes (a stream's, at its end): they commit with the usage row or not at all."""
+        self._writes.append(write)
 
     def admit(self, principal: Principal) -> None:
         """From here on the request is the key's organization's: logged and billed as such."""
@@ -304,6 +313,8 @@ class Ledger:
             bills = self._key is None or not self._key.billed_before
             if self._key is not None:
                 await self._key.billed(session)
+            for write in self._writes:
+                await write(session, books.clock())
             if bills:
                 record_usage(session, principal, self.request_id, charge, books.clock())
             entry = self._entry(status, error_code, bytes_sent)

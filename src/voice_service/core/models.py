@@ -487,3 +487,17 @@ class PronunciationDictionaryVersion(Base):
     )
     rules: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class SpokenText(Base):
+    """The edges of a speech request's text, kept a while (`speech/stitching.py`) so that a
+    later request may name it as the text said before or after its own."""
+
+    __tablename__ = "spoken_texts"
+    __table_args__ = (Index("ix_spoken_texts_org_created", "org_id", "created_at"),)
+
+    request_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    org_id: Mapped[str] = mapped_column(String(40))
+    head: Mapped[str] = mapped_column(Text)  # the text's start
+    tail: Mapped[str] = mapped_column(Text)  # and its end
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -4,10 +4,10 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from voice_service.engines.continuity import Context, context_of
 from voice_service.engines.manner import SPEEDS
 from voice_service.pronunciation.schemas import Locators, locators_of
 from voice_service.pronunciation.service import Locator
+from voice_service.speech.stitching import MAX_IDS
 from voice_service.voices.schemas import EXAMPLE_VOICE_ID
 
 MAX_TEXT_LENGTH = 5000
@@ -50,23 +50,16 @@ NeighbourText = Annotated[
 ]
 
 
-def _not_kept(ids: list[str] | None) -> list[str] | None:
-    if ids:
-        raise ValueError(
-            "not taken: this service keeps no request's text to go on from; send "
-            "previous_text and next_text instead"
-        )
-    return ids
-
-
-# ElevenLabs' request stitching names earlier requests by id; this service keeps no text of
-# a request once it is answered, so only an empty list is taken.
+# ElevenLabs' request stitching: earlier or later speech requests named by their request ids
+# in place of their text (speech/stitching.py).
 StitchedRequests = Annotated[
-    list[str] | None,
-    AfterValidator(_not_kept),
+    list[Annotated[str, Field(min_length=1, max_length=40)]] | None,
     Field(
-        description="ElevenLabs' request stitching: not taken (a non-empty list is a 400), "
-        "as this service keeps no request's text; previous_text and next_text do the same."
+        max_length=MAX_IDS,
+        description=f"Up to {MAX_IDS} speech requests of the organization (their "
+        "X-Request-ID) said before (previous_request_ids) or after (next_request_ids) this "
+        "one, in place of previous_text or next_text, which are then ignored. A request is "
+        "remembered for VOICE_SERVICE_STITCHING_MINUTES once billed. Not billed.",
     ),
 ]
 
@@ -110,7 +103,3 @@ class SpeechRequest(BaseModel):
     @property
     def speed(self) -> float:
         return self.voice_settings.speed if self.voice_settings else 1.0
-
-    @property
-    def context(self) -> Context:
-        return context_of(self.previous_text, self.text, self.next_text)

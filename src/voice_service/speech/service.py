@@ -27,6 +27,7 @@ from voice_service.core.models import Voice
 from voice_service.core.vocabulary import Capability, UsageEndpoint
 from voice_service.engines import ssml
 from voice_service.engines.alignment import Alignment, TextTimer
+from voice_service.engines.continuity import context_of
 from voice_service.engines.deadline import Deadline
 from voice_service.engines.manner import PLAIN, Manner
 from voice_service.engines.protocols import EngineError, UnknownVoice
@@ -39,6 +40,7 @@ from voice_service.inference.providers.wire import SLOWEST_SPEECH
 from voice_service.pronunciation.service import lexicon_of
 from voice_service.runtime import Runtime
 from voice_service.speech.schemas import SpeechRequest
+from voice_service.speech.stitching import remember, stitched
 from voice_service.tenancy.principal import Principal
 from voice_service.voices.service import find_voice
 
@@ -68,11 +70,20 @@ async def synthesize_speech(
 
 
 async def manner_of(runtime: Runtime, principal: Principal, body: SpeechRequest) -> Manner:
-    """How the request's text is said: at its speed, in its context, with the rules of the
-    dictionaries it names (the organization's defaults where it names none)."""
+    """How the request's text is said: at its speed, going on from and into its
+    neighbours' text (that of the requests it names, else the text it sends), with the rules
+    of the dictionaries it names (the organization's defaults where it names none)."""
+    previous, following = await stitched(
+        runtime, principal.org_id, body.previous_request_ids, body.next_request_ids
+    )
+    context = context_of(
+        body.previous_text if previous is None else previous,
+        body.text,
+        body.next_text if following is None else following,
+    )
     return Manner(
         body.speed,
-        body.context,
+        context,
         await lexicon_of(runtime, principal.org_id, body.locators),
         lexicon_by_default=body.locators is None,
     )
@@ -88,6 +99,7 @@ async def _held_voice(
     script = _script_of(runtime, voice, text)
     charge = speech_charge(voice, script.written)
     await ledger.hold(charge.units)
+    remember(runtime, ledger, principal.org_id, script.written)
     return voice, script, charge
 
 
