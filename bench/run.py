@@ -33,6 +33,7 @@ import numpy as np
 
 from bench import (
     clone_similarity,
+    continuity_pitch,
     diarization_set,
     jobs,
     ledger_overhead,
@@ -778,8 +779,17 @@ def cloning(plan: Plan) -> tuple[list[Figure], dict[str, Any]]:
 
 def say_it_right(plan: Plan) -> tuple[list[Figure], dict[str, Any]]:
     """What three dictionaries of 1,000 rules, and reading SSML, add to a 1,000-character
-    request (bench.say_it_right)."""
+    request (bench.say_it_right); a streamed SSML request's first audio beside plain text's;
+    and whether a part said with its `next_text` ends without a sentence's falling pitch
+    (bench.continuity_pitch). --quick speaks with Piper alone."""
     result = say_it_right_bench.measure(plan.quick)
+    engines = say_it_right_bench.speech_engines(
+        ("piper",) if plan.quick else ("piper", "kokoro", "espeak")
+    )
+    streams = say_it_right_bench.first_audio(engines, plan.quick)
+    stream = streams["piper"]
+    pitch = continuity_pitch.measure(engines, plan.quick)
+    ends = pitch["piper"]
     figures = [
         Figure("pronunciation_added_ms", "21. 3 x 1,000 rules on 1,000 characters: added time",
                result["added_ms"], "ms", "<=", 5.0),
@@ -789,8 +799,30 @@ def say_it_right(plan: Plan) -> tuple[list[Figure], dict[str, Any]]:
                result["worst_ms"], "ms"),
         Figure("ssml_parse_ms", "21. reading 1,000 characters of SSML",
                result["ssml_parse_ms"], "ms", "<=", 2.0),
+        Figure("ssml_first_audio_ratio", "21. stream's first audio: SSML / plain text (Piper)",
+               stream["ratio"], "x", "<=", 1.1),
+        Figure("ssml_first_audio_ms", "21. stream's first audio, SSML (Piper)",
+               stream["ssml_ms"], "ms"),
+        Figure("plain_first_audio_ms", "21. stream's first audio, plain text (Piper)",
+               stream["plain_ms"], "ms"),
+        Figure("continuity_cut_gap", "21. part said with next_text: final pitch slope from the "
+               "whole sentence's at the cut (Piper, median)", ends["cut_gap"], "st/s", "<=", 1.0),
+        Figure("continuity_alone_gap", "21. part said alone: final pitch slope from the whole "
+               "sentence's at the cut (Piper, median)", ends["alone_gap"], "st/s"),
+        Figure("continuity_slope_with_next", "21. part said with next_text: final pitch slope "
+               "(Piper, median)", ends["with_next"]["median"], "st/s"),
+        Figure("continuity_slope_alone", "21. part said alone: final pitch slope (Piper, median)",
+               ends["alone"]["median"], "st/s"),
+        Figure("continuity_slope_whole_cut", "21. whole sentence at the cut: final pitch slope "
+               "(Piper, median)", ends["whole_cut"]["median"], "st/s"),
+        Figure("continuity_slope_whole_end", "21. whole sentence's end: final pitch slope "
+               "(Piper, median)", ends["whole_end"]["median"], "st/s"),
+        Figure("continuity_falling_with_next", "21. parts said with next_text that end falling "
+               "(Piper)", ends["with_next"]["falling"], "share"),
+        Figure("continuity_falling_alone", "21. parts said alone that end falling (Piper)",
+               ends["alone"]["falling"], "share"),
     ]  # fmt: skip
-    return figures, result
+    return figures, {**result, "first_audio": streams, "continuity": pitch}
 
 
 # --- 20. does a clone sound like its person ----------------------------------------------

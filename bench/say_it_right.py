@@ -5,18 +5,43 @@ rewrite a 1,000-character text, as every chunk of a request is rewritten before 
 says it. Without dictionaries nothing is rewritten, so all of it is added time. The lexicon
 itself is compiled once per set of versions and kept (`pronunciation.service`), so its build
 is reported beside, not added. An SSML document of the same length, every element this
-service takes in it, is read into its script as each request's is."""
+service takes in it, is read into its script as each request's is.
+
+SSML must not delay a stream either (issue 54: its first audio within 1.1x of plain text's):
+`first_audio` times the native `POST /api/v1/text-to-speech/stream` of the app built in this
+process (`create_app` with its lifespan, a SQLite database and a key made as the admin CLI
+makes one), called as an ASGI server calls it, to the first body bytes (MP3): a text and the
+same words as an SSML document whose break and prosody come later in it, in pairs whose
+order alternates, each request read to its end before the next.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import statistics
+import tempfile
 import time
-from typing import Any
+from pathlib import Path
+from typing import Any, cast
 
+from fastapi import FastAPI
+from sqlalchemy.ext.asyncio import AsyncSession
+from starlette.types import Message
+
+from voice_service.app import create_app
+from voice_service.core.ids import catalogue_voice_id
 from voice_service.engines import ssml
+from voice_service.engines.catalog import local_engine
 from voice_service.engines.chunking import split_text
 from voice_service.engines.pronunciation import Lexicon, Rule
+from voice_service.engines.protocols import TextToSpeech
+from voice_service.inference.engines import Engines, engine_options
+from voice_service.kit.db import run_in_transaction
 from voice_service.pronunciation.rules import MAX_RULES as RULES_PER_DICTIONARY
+from voice_service.settings import Settings
+from voice_service.tenancy import service as tenancy
+from voice_service.tenancy.keys import SecretHasher
 
 DICTIONARIES = 3
 RULES_EACH = 1_000
@@ -103,4 +128,140 @@ def measure(quick: bool) -> dict[str, Any]:
         "characters": sum(len(chunk) for chunk in chunks),
         "replaced": replaced,
         "repeats": repeats,
+    }
+
+
+# The same words twice; the document's break and prosody come after its first sentence,
+# where a stream's first chunk is already said.
+PLAIN_TEXT = (
+    "The old lighthouse keeper climbed the stairs every evening before the storm. "
+    "He lit the lamp, waited a moment, and watched the ships pass slowly in the dark."
+)
+SSML_TEXT = (
+    "<speak><s>The old lighthouse keeper climbed the stairs every evening before the "
+    "storm.</s> <s>He lit the lamp, <break time='300ms'/> waited a moment, and <prosody "
+    "rate='90%'>watched the ships pass slowly</prosody> in the dark.</s></speak>"
+)
+# Each engine's English voice, and how many plain/SSML pairs it is timed in (quick, full).
+STREAM_VOICES = {"piper": "piper:en_US-joe-medium", "kokoro": "kokoro:jm_kumo:en"}
+STREAM_PAIRS = {"piper": (8, 30), "kokoro": (0, 5)}
+STREAM_PATH = "/api/v1/text-to-speech/stream"
+PEPPER = "say-it-right-bench"
+# Where Kokoro's model is joined once and kept: tts_quality's, so one copy serves both.
+ENGINES_DIR = Path(tempfile.gettempdir()) / "voice-service-bench"
+
+
+def speech_engines(names: tuple[str, ...]) -> Engines:
+    """The text-to-speech engines `names`, loaded as a node loads them, and nothing else."""
+    options = engine_options(Settings(data_dir=ENGINES_DIR, stt_engines=""))
+    speakers = {name: cast(TextToSpeech, local_engine(name).load(options)) for name in names}
+    return Engines(speakers=speakers, transcribers=None, cloner=None)
+
+
+def first_audio(engines: Engines, quick: bool) -> dict[str, Any]:
+    """Per engine loaded, the median milliseconds to a stream's first audio bytes for the
+    plain text and for the SSML document, and the median of their ratio in each pair."""
+    with tempfile.TemporaryDirectory() as data:
+        settings = Settings(
+            data_dir=Path(data),
+            database_url=f"sqlite+aiosqlite:///{data}/bench.db",
+            redis_url=None,
+            key_pepper=PEPPER,
+            default_rate_limit=1_000_000,
+            stt_engines="",
+        )
+        return asyncio.run(_first_audio(create_app(settings, engines), settings, engines, quick))
+
+
+async def _first_audio(
+    app: FastAPI, settings: Settings, engines: Engines, quick: bool
+) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    async with app.router.lifespan_context(app):
+        secret = await run_in_transaction(settings, _key)
+        for engine, voice in STREAM_VOICES.items():
+            pairs = STREAM_PAIRS[engine][0 if quick else 1]
+            if engine not in engines.speakers or not pairs:
+                continue
+            bodies = [
+                json.dumps({"text": text, "voice_id": catalogue_voice_id(voice)}).encode()
+                for text in (PLAIN_TEXT, SSML_TEXT)
+            ]
+            for body in bodies:  # warm: the route, the voice, the parser
+                await _first_audio_ms(app, secret, body)
+            times: tuple[list[float], list[float]] = ([], [])
+            for n in range(pairs):
+                for which in (0, 1) if n % 2 == 0 else (1, 0):
+                    times[which].append(await _first_audio_ms(app, secret, bodies[which]))
+            # Each pair's ratio: the two were timed side by side, so a load that comes and
+            # goes (the machine is shared) moves both.
+            ratios = [marked / plain for plain, marked in zip(*times, strict=True)]
+            result[engine] = {
+                "plain_ms": statistics.median(times[0]),
+                "ssml_ms": statistics.median(times[1]),
+                "ratio": statistics.median(ratios),
+                "pairs": pairs,
+            }
+    return result
+
+
+async def _key(session: AsyncSession) -> str:
+    org = await tenancy.create_org(session, "bench", None, None)
+    hasher = SecretHasher(PEPPER.encode())
+    return (await tenancy.create_key(session, hasher, org.id, "bench", None)).secret
+
+
+async def _first_audio_ms(app: FastAPI, secret: str, body: bytes) -> float:
+    """Milliseconds from the call to the first audio bytes of one streamed request, read to
+    its end; the client disconnects only once the response is complete, as a server's
+    client does."""
+    complete = asyncio.Event()
+    request = [{"type": "http.request", "body": body, "more_body": False}]
+    first: list[float] = []
+    status: list[int] = []
+
+    async def receive() -> Message:
+        if request:
+            return request.pop()
+        await complete.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            status.append(message["status"])
+        elif message["type"] == "http.response.body":
+            if message.get("body") and not first:
+                first.append(time.perf_counter())
+            if not message.get("more_body", False):
+                complete.set()
+
+    started = time.perf_counter()
+    await app(_scope(secret, len(body)), receive, send)
+    complete.set()
+    if status != [200] or not first:
+        raise RuntimeError(f"{STREAM_PATH} answered {status} without audio")
+    return (first[0] - started) * 1000
+
+
+def _scope(secret: str, length: int) -> dict[str, Any]:
+    headers = {
+        "host": "bench",
+        "authorization": f"Bearer {secret}",
+        "content-type": "application/json",
+        "content-length": str(length),
+    }
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.3"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": STREAM_PATH,
+        "raw_path": STREAM_PATH.encode(),
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(name.encode(), value.encode()) for name, value in headers.items()],
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 80),
+        "state": {},
     }

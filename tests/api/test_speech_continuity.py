@@ -27,7 +27,8 @@ SECOND = "and bought some fresh bread for dinner."
 RATE = 22_050
 
 
-async def pcm(client: httpx.AsyncClient, tenant: Tenant, **body: object) -> bytes:
+async def said(client: httpx.AsyncClient, tenant: Tenant, **body: object) -> tuple[bytes, str]:
+    """The audio of a request and its request id, which later requests may name."""
     response = await client.post(
         "/text-to-speech",
         params={"output_format": "pcm_22050"},
@@ -35,7 +36,11 @@ async def pcm(client: httpx.AsyncClient, tenant: Tenant, **body: object) -> byte
         json={"voice_id": JOE, **body},
     )
     assert response.status_code == 200, response.text
-    return response.content
+    return response.content, response.headers["X-Request-ID"]
+
+
+async def pcm(client: httpx.AsyncClient, tenant: Tenant, **body: object) -> bytes:
+    return (await said(client, tenant, **body))[0]
 
 
 async def test_two_requests_with_each_others_text_sound_as_one(
@@ -85,18 +90,6 @@ async def test_neighbours_over_the_text_limit_are_400_and_not_billed(
     )
     assert field in assert_error(response, 400, "INVALID_REQUEST")["message"]
     assert await usage_units(tenants, tenant.org_id) == []
-
-
-async def said(client: httpx.AsyncClient, tenant: Tenant, **body: object) -> tuple[bytes, str]:
-    """The audio of a request and its request id, which later requests may name."""
-    response = await client.post(
-        "/text-to-speech",
-        params={"output_format": "pcm_22050"},
-        headers=tenant.headers,
-        json={"voice_id": JOE, **body},
-    )
-    assert response.status_code == 200, response.text
-    return response.content, response.headers["X-Request-ID"]
 
 
 async def kept(tenants: Tenants, org_id: str) -> list[str]:
