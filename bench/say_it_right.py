@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any, cast
 
 from fastapi import FastAPI
-from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.types import Message
 
+from bench.procs import prepared_install, service_env
 from voice_service.app import create_app
 from voice_service.core.ids import catalogue_voice_id
 from voice_service.engines import ssml
@@ -37,11 +37,8 @@ from voice_service.engines.chunking import split_text
 from voice_service.engines.pronunciation import Lexicon, Rule
 from voice_service.engines.protocols import TextToSpeech
 from voice_service.inference.engines import Engines, engine_options
-from voice_service.kit.db import run_in_transaction
 from voice_service.pronunciation.rules import MAX_RULES as RULES_PER_DICTIONARY
 from voice_service.settings import Settings
-from voice_service.tenancy import service as tenancy
-from voice_service.tenancy.keys import SecretHasher
 
 DICTIONARIES = 3
 RULES_EACH = 1_000
@@ -146,7 +143,6 @@ SSML_TEXT = (
 STREAM_VOICES = {"piper": "piper:en_US-joe-medium", "kokoro": "kokoro:jm_kumo:en"}
 STREAM_PAIRS = {"piper": (8, 30), "kokoro": (0, 5)}
 STREAM_PATH = "/api/v1/text-to-speech/stream"
-PEPPER = "say-it-right-bench"
 # Where Kokoro's model is joined once and kept: tts_quality's, so one copy serves both.
 ENGINES_DIR = Path(tempfile.gettempdir()) / "voice-service-bench"
 
@@ -162,23 +158,22 @@ def first_audio(engines: Engines, quick: bool) -> dict[str, Any]:
     """Per engine loaded, the median milliseconds to a stream's first audio bytes for the
     plain text and for the SSML document, and the median of their ratio in each pair."""
     with tempfile.TemporaryDirectory() as data:
+        data_dir = Path(data)
+        install = prepared_install(data_dir, rate_limit=1_000_000)
         settings = Settings(
-            data_dir=Path(data),
-            database_url=f"sqlite+aiosqlite:///{data}/bench.db",
+            data_dir=data_dir,
+            database_url=service_env(data_dir)["VOICE_SERVICE_DATABASE_URL"],
             redis_url=None,
-            key_pepper=PEPPER,
-            default_rate_limit=1_000_000,
+            key_pepper=None,  # the data dir's own, which the key was made with
             stt_engines="",
         )
-        return asyncio.run(_first_audio(create_app(settings, engines), settings, engines, quick))
+        app = create_app(settings, engines)
+        return asyncio.run(_first_audio(app, install.secret, engines, quick))
 
 
-async def _first_audio(
-    app: FastAPI, settings: Settings, engines: Engines, quick: bool
-) -> dict[str, Any]:
+async def _first_audio(app: FastAPI, secret: str, engines: Engines, quick: bool) -> dict[str, Any]:
     result: dict[str, Any] = {}
     async with app.router.lifespan_context(app):
-        secret = await run_in_transaction(settings, _key)
         for engine, voice in STREAM_VOICES.items():
             pairs = STREAM_PAIRS[engine][0 if quick else 1]
             if engine not in engines.speakers or not pairs:
@@ -203,12 +198,6 @@ async def _first_audio(
                 "pairs": pairs,
             }
     return result
-
-
-async def _key(session: AsyncSession) -> str:
-    org = await tenancy.create_org(session, "bench", None, None)
-    hasher = SecretHasher(PEPPER.encode())
-    return (await tenancy.create_key(session, hasher, org.id, "bench", None)).secret
 
 
 async def _first_audio_ms(app: FastAPI, secret: str, body: bytes) -> float:

@@ -31,7 +31,7 @@ from voice_service.openai_api.schemas import (
 )
 from voice_service.openai_api.voices import voice_id_for
 from voice_service.pronunciation.schemas import locators_of
-from voice_service.pronunciation.service import lexicon_of
+from voice_service.pronunciation.service import with_dictionaries
 from voice_service.speech.service import stream_speech
 from voice_service.tenancy.principal import Principal
 from voice_service.transcription.known_speakers import (
@@ -181,8 +181,7 @@ async def speech(
     voice_id = voice_id_for(body.voice_name, context.voice_listing.catalogue)
     fmt = FORMATS[body.response_format]
     locators = locators_of(body.pronunciation_dictionary_locators)
-    lexicon = await lexicon_of(context, principal.org_id, locators)
-    manner = Manner(speed=body.speed, lexicon=lexicon, lexicon_by_default=locators is None)
+    manner = await with_dictionaries(context, principal.org_id, locators, Manner(body.speed))
     speech = await stream_speech(
         context, principal, ledger, voice_id, body.input, fmt, manner=manner
     )

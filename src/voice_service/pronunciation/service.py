@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, cast
 
@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from voice_service.core.errors import InvalidRequest, NotFound
 from voice_service.core.ids import new_id
 from voice_service.core.models import PronunciationDictionary, PronunciationDictionaryVersion
+from voice_service.engines.manner import PLAIN, Manner
 from voice_service.engines.pronunciation import NO_LEXICON, Lexicon
 from voice_service.kit.db import transaction
 from voice_service.pronunciation import pls
@@ -187,19 +188,17 @@ async def update(
     """Rename the dictionary, archive it (requests may no longer name it, and it is no
     longer a default) or restore it, or make it one of the organization's defaults (the
     dictionaries that speech naming none is said with, the earliest made first) or not."""
-    if archived and default:
-        raise InvalidRequest("An archived dictionary cannot be a default.")
     async with transaction(runtime.sessions) as session:
         dictionary = await _find(session, org_id, dictionary_id)
         if name is not None:
             dictionary.name = name
         if archived is not None:
             dictionary.archived_at = runtime.books.clock() if archived else None
-        if archived or default is False:
+        if default and dictionary.archived_at is not None:
+            raise InvalidRequest("An archived dictionary cannot be a default.")
+        if dictionary.archived_at is not None or default is False:
             dictionary.default_since = None
         elif default and dictionary.default_since is None:
-            if dictionary.archived_at is not None:
-                raise InvalidRequest("An archived dictionary cannot be a default.")
             if len(await _defaults(session, org_id)) >= MAX_LOCATORS:
                 raise InvalidRequest(
                     f"An organization has at most {MAX_LOCATORS} default dictionaries: "
@@ -224,6 +223,16 @@ async def remove(
         await session.delete(dictionary)
         if actor is not None:
             actor.record(session, Action.DICTIONARY_DELETED, f"{dictionary.id} in {org_id}")
+
+
+async def with_dictionaries(
+    runtime: Runtime, org_id: str, locators: Sequence[Locator] | None, manner: Manner = PLAIN
+) -> Manner:
+    """`manner` with the lexicon of the dictionaries `locators` name, or of the
+    organization's defaults when it names none (None), which a voice that cannot take
+    dictionaries goes without (`lexicon_of` says what is refused)."""
+    lexicon = await lexicon_of(runtime, org_id, locators)
+    return replace(manner, lexicon=lexicon, lexicon_by_default=locators is None)
 
 
 async def lexicon_of(runtime: Runtime, org_id: str, locators: Sequence[Locator] | None) -> Lexicon:

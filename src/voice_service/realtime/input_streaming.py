@@ -41,7 +41,7 @@ from voice_service.core.vocabulary import UsageEndpoint
 from voice_service.engines.alignment import Alignment
 from voice_service.engines.manner import PLAIN, SPEEDS
 from voice_service.pronunciation.schemas import LocatorIn, locators_of
-from voice_service.pronunciation.service import MAX_LOCATORS, lexicon_of
+from voice_service.pronunciation.service import MAX_LOCATORS, with_dictionaries
 from voice_service.realtime.upgrade import (
     FINISH_SHARE,
     Ending,
@@ -165,8 +165,8 @@ class InputStream:
         many, get an error message and the session speaks without them."""
         try:
             locators = locators_of(_LOCATORS.validate_python(items))
-            lexicon = await lexicon_of(
-                self._session.context, self._session.principal.org_id, locators
+            manner = await with_dictionaries(
+                self._session.context, self._session.principal.org_id, locators, self._manner
             )
         except ValidationError:
             await self._error(
@@ -180,9 +180,7 @@ class InputStream:
                 "invalid_message", f"{error.message} The session speaks without dictionaries."
             )
         else:
-            self._manner = dataclasses.replace(
-                self._manner, lexicon=lexicon, lexicon_by_default=locators is None
-            )
+            self._manner = manner
 
     def end(self) -> None:
         """No more text: what is pending is spoken, then the last message goes out."""

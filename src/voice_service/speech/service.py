@@ -37,7 +37,7 @@ from voice_service.inference.admission import Job
 from voice_service.inference.engines import Engines, SpokenChunk
 from voice_service.inference.providers.table import ProviderVoice
 from voice_service.inference.providers.wire import SLOWEST_SPEECH
-from voice_service.pronunciation.service import lexicon_of
+from voice_service.pronunciation.service import with_dictionaries
 from voice_service.runtime import Runtime
 from voice_service.speech.schemas import SpeechRequest
 from voice_service.speech.stitching import remember, stitched
@@ -81,12 +81,8 @@ async def manner_of(runtime: Runtime, principal: Principal, body: SpeechRequest)
         body.text,
         body.next_text if following is None else following,
     )
-    return Manner(
-        body.speed,
-        context,
-        await lexicon_of(runtime, principal.org_id, body.locators),
-        lexicon_by_default=body.locators is None,
-    )
+    manner = Manner(body.speed, context)
+    return await with_dictionaries(runtime, principal.org_id, body.locators, manner)
 
 
 async def _held_voice(

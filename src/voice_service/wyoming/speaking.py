@@ -6,8 +6,8 @@ Audio goes out as raw 16-bit mono PCM at the voice's own rate (`audio-start`,
 `audio-chunk`s, `audio-stop`), chunk by chunk as the engine speaks. Streamed text is spoken
 clause by clause as each clause's end arrives (`speech.clauses`), in one audio stream,
 followed by `synthesize-stopped`. Wyoming names no dictionaries, so speech is said with
-the organization's default dictionaries. A request is billed its characters, as the HTTP API bills
-them, once all of its audio went out; one that failed, or whose client left, is billed the
+the organization's default dictionaries. A request is billed its characters, as the HTTP
+API bills them, once all of its audio went out; one that failed, or whose client left, is billed the
 characters whose audio went out, as a WebSocket session is, and its row says why it ended.
 A key revoked (or its organization suspended) while it speaks ends it within a second, as
 it ends a WebSocket session (`web.key_watch`).
@@ -35,7 +35,7 @@ from voice_service.core.models import Voice
 from voice_service.core.vocabulary import Scope, Service, UsageEndpoint
 from voice_service.engines.catalog import CLONE_BASE_VOICE
 from voice_service.engines.manner import Manner
-from voice_service.pronunciation.service import lexicon_of
+from voice_service.pronunciation.service import with_dictionaries
 from voice_service.speech.clauses import next_clause
 from voice_service.speech.schemas import MAX_TEXT_LENGTH
 from voice_service.speech.service import is_remote, speech_charge, speech_chunks, timed_speech
@@ -110,8 +110,7 @@ def _speaks(voice_tag: str, asked: str, *, exactly: bool) -> bool:
 
 async def default_manner(context: AppContext, principal: Principal) -> Manner:
     """Wyoming's requests are said with the organization's default dictionaries."""
-    lexicon = await lexicon_of(context, principal.org_id, None)
-    return Manner(lexicon=lexicon, lexicon_by_default=True)
+    return await with_dictionaries(context, principal.org_id, None)
 
 
 async def spoken_pcm(
