@@ -23,6 +23,7 @@ from tests.helpers.app import Tenant, Tenants, make_settings, running
 from voice_service.app import create_app
 from voice_service.core.models import RequestLogEntry, UsageRecord
 from voice_service.inference.engines import Engines
+from voice_service.wyoming.listeners import WyomingListeners
 
 IDLE_SECONDS = 3  # a client silent this long is cut off
 MAX_AUDIO_SECONDS = 30
@@ -39,6 +40,17 @@ class Node:
     @property
     def tenant(self) -> Tenant:
         return self.keys[0]
+
+    async def served(self) -> None:
+        """Once the node has closed every connection (a request's rows are written before
+        its connection's end): what a test asked is then in the books, not left to land in
+        the next test's."""
+        listeners: WyomingListeners = self.app.state.wyoming
+        for _ in range(600):
+            if listeners.open == 0:
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"{listeners.open} Wyoming connections never closed")
 
 
 @asynccontextmanager

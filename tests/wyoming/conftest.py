@@ -26,3 +26,11 @@ async def node(
     keys = [await tenants.create(), await tenants.create()]
     async with wyoming_node(data_dir, database_url, engines, keys) as started:
         yield started
+
+
+@pytest.fixture
+async def served(node: Node) -> AsyncIterator[None]:
+    """A module's tests share its node: each ends once the node has served all it asked
+    (`pytest.mark.usefixtures("served")` in a module whose tests count its rows)."""
+    yield
+    await node.served()

@@ -37,7 +37,7 @@ from tests.helpers.wyoming import (
 )
 from voice_service.core.vocabulary import UsageEndpoint
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("served")]
 
 
 async def _info(port: int) -> dict[str, list[dict[str, object]]]:
