@@ -79,10 +79,10 @@ async def test_diarized_text_is_the_plain_text_word_for_word(
 ) -> None:
     """Where a change of speaker splits a decoded segment, the words keep their spaces: the
     text, and the segments read in order, are the transcript without speakers. The turns
-    follow each other closely, so that Whisper decodes a change of speaker inside a segment
-    (where it cuts its segments differs from one CPU to another; a short pause it does not
-    cut at)."""
-    audio, _ = conversation(TWO, pause=0.15)
+    follow each other without a pause, so that Whisper decodes a change of speaker inside a
+    segment (where it cuts its segments differs from one CPU to another: after a pause of
+    0.15 s, one CPU kept every change at a segment's edge)."""
+    audio, _ = conversation(TWO, pause=0.0)
     plain = await diarized(client, tenant, audio, diarize="false", timestamps="word")
     told = await diarized(client, tenant, audio, timestamps="word")
     assert plain.status_code == told.status_code == 200, (plain.text, told.text)
