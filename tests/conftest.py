@@ -15,6 +15,7 @@ from fastapi import FastAPI
 from tests.helpers.app import Tenant, Tenants, fresh_database, make_settings, running
 from voice_service.app import create_app
 from voice_service.inference.engines import Engines
+from voice_service.inference.pool import one_blas_thread
 from voice_service.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,7 +46,11 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="session")
 def engines(tmp_path_factory: pytest.TempPathFactory) -> Engines:
-    return Engines.load(Settings(data_dir=tmp_path_factory.mktemp("engines")))
+    loaded = Engines.load(Settings(data_dir=tmp_path_factory.mktemp("engines")))
+    # As a node runs them (its pool does this at start): what Whisper hears in a close case
+    # differs with BLAS's threads, so it must not depend on whether a test made a pool first.
+    one_blas_thread()
+    return loaded
 
 
 @pytest.fixture(scope="session")
