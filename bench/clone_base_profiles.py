@@ -1,23 +1,31 @@
-"""Measures the clones' base voices and rewrites the profiles the package ships
-(`voice_service/engines/world/base_profiles.py`). Run it when a voice model, the calibration
-text or the analysis changes: `python -m bench.clone_base_profiles`."""
+"""Measures the clones' base voices and rewrites what the package ships of them: their
+profiles (`voice_service/engines/world/base_profiles.py`), and their probe and verifying
+sentences spoken, with harvest's F0 of each within the base's pitch range as its profile
+gives it (`base_speech.npz`). Run it when a voice model or the analysis changes:
+`python -m bench.clone_base_profiles`; when only a sentence changes, `... speech` rewrites
+the sentences alone, against the profiles as shipped."""
 
 from __future__ import annotations
 
 import pprint
 import re
+import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from voice_service.engines.kokoro import KokoroEngine
 from voice_service.engines.piper import PiperEngine
 from voice_service.engines.protocols import TextToSpeech
-from voice_service.engines.world import BaseVoice, base_profiles, measure_base
+from voice_service.engines.world import BaseVoice, base_profiles, base_speech, measure_base
+from voice_service.engines.world.bases import CLONE_TEXTS, spoken_for_analysis
+from voice_service.engines.world.conversion import analyse_base_speech, base_f0_range
+from voice_service.engines.world.profile import VoiceProfile
 from voice_service.inference.engines import load_cloner
 
 
-def main() -> None:
+def main(speech_only: bool) -> None:
     with tempfile.TemporaryDirectory() as data_dir:
         speakers: dict[str, TextToSpeech] = {
             "piper": PiperEngine(),
@@ -25,10 +33,21 @@ def main() -> None:
         }
         cloner = load_cloner(speakers)
         assert cloner is not None
-        profiles = {
-            key: _rounded(measure_base(BaseVoice(key, speakers[key.split(":")[0]])).to_dict())
-            for key in cloner.base_voices
+        bases = [BaseVoice(key, speakers[key.split(":")[0]]) for key in cloner.base_voices]
+        if speech_only:
+            profiles = base_profiles.PROFILES
+        else:
+            profiles = {base.key: _rounded(measure_base(base).to_dict()) for base in bases}
+            _write_profiles(profiles)
+        spoken = {
+            (base.key, base_speech.text_id(text)): _spoken(base, text, profiles[base.key])
+            for base in bases
+            for text in CLONE_TEXTS
         }
+    base_speech.write(Path(base_speech.__file__).with_name(base_speech.FILE), spoken)
+
+
+def _write_profiles(profiles: dict[str, dict[str, Any]]) -> None:
     listing = pprint.pformat(profiles, width=96, compact=True)
     block = f"PROFILES: Final[dict[str, dict[str, Any]]] = {listing}\n"
     path = Path(base_profiles.__file__)
@@ -39,6 +58,13 @@ def main() -> None:
         flags=re.DOTALL,
     )
     path.write_text(text)
+
+
+def _spoken(base: BaseVoice, text: str, profile: Mapping[str, Any]) -> base_speech.SpokenText:
+    """`text` as the cloner hears it from `base`, with harvest's F0 of it."""
+    pcm = spoken_for_analysis(base, text)
+    f0_range = base_f0_range(VoiceProfile.from_dict(profile))
+    return base_speech.SpokenText(pcm.samples, analyse_base_speech(pcm, f0_range).world.f0)
 
 
 def _rounded(profile: dict[str, Any]) -> dict[str, Any]:
@@ -54,4 +80,4 @@ def _rounded(profile: dict[str, Any]) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main()
+    main(speech_only=sys.argv[1:] == ["speech"])

@@ -10,12 +10,15 @@ from __future__ import annotations
 import json
 import math
 import threading
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pytest
 import pyworld
 
+from tests.helpers.speakers import READER, voice_clips
 from tests.helpers.speech_clips import ENGLISH_TEXTS, english_speech, espeak_speech, silence, tone
 from voice_service.engines.catalog import CLONE_BASE_VOICE
 from voice_service.engines.kokoro import ALLOWED, KokoroEngine, clone_base_key
@@ -31,7 +34,11 @@ from voice_service.engines.world import (
     convert,
     measure_base,
 )
+from voice_service.engines.world.analysis import ANALYSIS_RATE
 from voice_service.engines.world.base_profiles import PROFILES
+from voice_service.engines.world.base_speech import shipped, text_id
+from voice_service.engines.world.bases import CLONE_TEXTS
+from voice_service.engines.world.conversion import analyse_base_speech, base_f0_range
 from voice_service.inference.engines import Engines, load_cloner
 
 PIPER_RATE = 22050
@@ -263,3 +270,50 @@ def test_shipped_base_profiles_match_fresh_measurements(
     assert fresh.f0_log_spread == pytest.approx(shipped.f0_log_spread, abs=f0_tolerance)
     differences = np.abs(np.subtract(fresh.envelope_db, shipped.envelope_db))
     assert float(np.mean(differences)) < band_tolerance
+
+
+def test_every_base_ships_its_sentences_spoken(cloner: WorldCloner) -> None:
+    """For the texts as they are now: a changed text or a new base needs
+    `python -m bench.clone_base_profiles`."""
+    assert set(shipped()) == {
+        (key, text_id(text)) for key in cloner.base_voices for text in CLONE_TEXTS
+    }
+
+
+@pytest.mark.parametrize("base", [CLONE_BASE_VOICE, clone_base_key("jf_nezumi")])
+@pytest.mark.parametrize("text", CLONE_TEXTS)
+def test_a_shipped_sentence_analyses_as_its_speech_would(base: str, text: str) -> None:
+    spoken = shipped()[base, text_id(text)]
+    f0_range = base_f0_range(VoiceProfile.from_dict(PROFILES[base]))
+    kept = analyse_base_speech(spoken.pcm, f0_range, spoken.f0).world
+    fresh = analyse_base_speech(spoken.pcm, f0_range).world
+
+    np.testing.assert_allclose(kept.f0, fresh.f0)
+    np.testing.assert_allclose(kept.envelope, fresh.envelope)
+    np.testing.assert_allclose(kept.aperiodicity, fresh.aperiodicity)
+
+
+def test_a_nodes_first_clone_synthesizes_nothing_in_its_bases(
+    engines: Engines, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    said: list[str] = []
+    for engine in engines.speakers.values():
+        monkeypatch.setattr(engine, "synthesize", _heard_by(engine.synthesize, said))
+    fresh = load_cloner(engines.speakers)  # nothing kept from an earlier clone
+    assert fresh is not None
+    clip = np.concatenate(voice_clips(READER)[:3])
+
+    clone = fresh.clone(Pcm(np.round(clip * 32767).astype(np.int16), ANALYSIS_RATE))
+
+    assert clone.profile["base_voice"] in fresh.base_voices
+    assert said == []
+
+
+def _heard_by(synthesize: Callable[..., Pcm], said: list[str]) -> Callable[..., Pcm]:
+    """`synthesize`, noting each voice it is asked for in `said`."""
+
+    def noted(key: str, *args: Any, **kwargs: Any) -> Pcm:
+        said.append(key)
+        return synthesize(key, *args, **kwargs)
+
+    return noted

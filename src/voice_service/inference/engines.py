@@ -336,6 +336,7 @@ def load_cloner(
         return None
     from voice_service.engines.world import BaseVoice, WorldCloner
     from voice_service.engines.world.base_profiles import PROFILES
+    from voice_service.engines.world.base_speech import shipped
 
     bases = [BaseVoice(CLONE_BASE_VOICE, default)]
     bases += [
@@ -344,7 +345,7 @@ def load_cloner(
         for key in engine.clone_bases()
         if key != CLONE_BASE_VOICE
     ]
-    return WorldCloner(bases, encoder or _load_encoder(), PROFILES)
+    return WorldCloner(bases, encoder or _load_encoder(), PROFILES, shipped())
 
 
 def _load_encoder() -> SpeakerEncoder:

@@ -7,6 +7,8 @@ with the base chosen per sample. Everything is CPU-only and offline. One module 
 - `analysis`: measuring a sample (pitch, envelope, tilt) and rejecting ones without speech.
 - `conversion`: turning base-voice speech toward a profile and resynthesizing it.
 - `bases`: the base voices, their long-term profiles, and `WorldCloner`, which chooses one.
+- `base_profiles`, `base_speech`: the bases' profiles and spoken probe sentences, shipped as
+  data (`python -m bench.clone_base_profiles` makes them).
 - `pcm`: float signals from and to PCM, shared by the others.
 
 All functions are pure (no shared mutable state), hence safe from several worker threads;

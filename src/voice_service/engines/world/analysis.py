@@ -104,17 +104,26 @@ def profile_speech(signal: Floats) -> VoiceProfile:
 
 
 def analyse_world(
-    signal: Floats, sample_rate: int, *, f0_range: tuple[float, float], with_aperiodicity: bool
+    signal: Floats,
+    sample_rate: int,
+    *,
+    f0_range: tuple[float, float],
+    with_aperiodicity: bool,
+    f0: Floats | None = None,
 ) -> WorldParams:
-    # Harvest, not dio: dio+stonemask doubles F0 on ~25 % of Piper's voiced frames (measured
-    # median 157 Hz vs harvest's 127 Hz), which would shift every clone's pitch.
-    f0, times = pyworld.harvest(
-        signal,
-        sample_rate,
-        f0_floor=f0_range[0],
-        f0_ceil=f0_range[1],
-        frame_period=FRAME_PERIOD_MS,
-    )
+    """WORLD's analysis of `signal`; `f0`, when given, is harvest's of it, kept from before."""
+    if f0 is None:
+        # Harvest, not dio: dio+stonemask doubles F0 on ~25 % of Piper's voiced frames
+        # (measured median 157 Hz vs harvest's 127 Hz), which would shift every clone's pitch.
+        f0, times = pyworld.harvest(
+            signal,
+            sample_rate,
+            f0_floor=f0_range[0],
+            f0_ceil=f0_range[1],
+            frame_period=FRAME_PERIOD_MS,
+        )
+    else:
+        times = np.arange(f0.size) * (FRAME_PERIOD_MS / 1000.0)  # harvest's frame times
     envelope = pyworld.cheaptrick(signal, f0, times, sample_rate)
     aperiodicity = (
         pyworld.d4c(signal, f0, times, sample_rate) if with_aperiodicity else np.empty((0, 0))

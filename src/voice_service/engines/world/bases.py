@@ -31,6 +31,7 @@ from voice_service.engines.world.analysis import (
     analysed_speech,
     profile_speech,
 )
+from voice_service.engines.world.base_speech import SpokenText, text_id
 from voice_service.engines.world.conversion import (
     BaseSpeech,
     Conversion,
@@ -61,6 +62,8 @@ PROBE_TEXT: Final = "The quick brown fox jumps over the lazy dog."
 # choice of base never heard, so the choice does not flatter the measure. Spoken by each base
 # once and kept analysed, as the probe is, so measuring a clone costs only WORLD's synthesis.
 VERIFY_TEXT: Final = "Every morning, I walk along the river. Would you like a cup of tea?"
+# Each base's sentences, shipped half analysed (`base_speech`).
+CLONE_TEXTS: Final = (PROBE_TEXT, VERIFY_TEXT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +77,14 @@ class BaseVoice:
 def measure_base(base: BaseVoice) -> VoiceProfile:
     """The long-term profile of a base voice: `BASE_CALIBRATION_TEXT` spoken and analysed."""
     return analyse_sample(base.tts.synthesize(base.key, BASE_CALIBRATION_TEXT))
+
+
+def spoken_for_analysis(base: BaseVoice, text: str) -> Pcm:
+    """`text` in `base`'s voice at the analysis rate (all the embedding reads), as loud as
+    it was said."""
+    speech = base.tts.synthesize(base.key, text)
+    signal = resample(to_float(speech), speech.sample_rate, ANALYSIS_RATE)
+    return Pcm(to_int16(signal, rms(signal)), ANALYSIS_RATE)
 
 
 class WorldCloner:
@@ -97,8 +108,10 @@ class WorldCloner:
     measuring at start would add them to every start: the profiles ship as data instead
     (`base_profiles`, checked against fresh measurements by the tests), and only a base
     missing from `profiles` is measured, on first use.
-    The probe and the verifying sentence are synthesized and analysed on first use, under
-    the lock.
+    The probe and the verifying sentence (`CLONE_TEXTS`) ship likewise, spoken and with
+    their F0 (`base_speech`), since saying them in every base held a node's first clone for
+    seconds; the rest of their analysis runs on first use, under the lock, and a sentence
+    missing from `spoken` is synthesized then too.
 
     Thread-safe: the base engines are, profiles and probes are immutable once made, and
     their caches are only written under the lock.
@@ -111,6 +124,7 @@ class WorldCloner:
         bases: Sequence[BaseVoice],
         encoder: SpeakerEncoder,
         profiles: Mapping[str, Mapping[str, Any]] | None = None,
+        spoken: Mapping[tuple[str, str], SpokenText] | None = None,
     ) -> None:
         if not bases:
             raise ValueError("a cloner needs at least one base voice")
@@ -122,6 +136,7 @@ class WorldCloner:
             for key, profile in (profiles or {}).items()
             if key in self._bases
         }
+        self._shipped_speech = spoken or {}  # by (base, base_speech.text_id)
         self._spoken_texts: dict[tuple[str, str], BaseSpeech] = {}
         self._lock = threading.Lock()
 
@@ -180,11 +195,13 @@ class WorldCloner:
         """`text` in the base `key`'s voice at 16 kHz, analysed once (the probe, the
         verifying sentence): converting it toward each new sample then costs only WORLD's
         synthesis."""
-        profile = self.base_profile(key)
+        f0_range = base_f0_range(self.base_profile(key))
         with self._lock:
             if (key, text) not in self._spoken_texts:
-                speech = self._bases[key].tts.synthesize(key, text)
-                signal = resample(to_float(speech), speech.sample_rate, ANALYSIS_RATE)
-                pcm = Pcm(to_int16(signal, rms(signal)), ANALYSIS_RATE)
-                self._spoken_texts[key, text] = analyse_base_speech(pcm, base_f0_range(profile))
+                shipped = self._shipped_speech.get((key, text_id(text)))
+                self._spoken_texts[key, text] = (
+                    analyse_base_speech(shipped.pcm, f0_range, shipped.f0)
+                    if shipped
+                    else analyse_base_speech(spoken_for_analysis(self._bases[key], text), f0_range)
+                )
             return self._spoken_texts[key, text]

@@ -99,11 +99,16 @@ class BaseSpeech:
     rms: float
 
 
-def analyse_base_speech(pcm: Pcm, f0_range: tuple[float, float]) -> BaseSpeech:
-    """`pcm` (base-voice speech) analysed within the base's pitch range (`base_f0_range`)."""
+def analyse_base_speech(
+    pcm: Pcm, f0_range: tuple[float, float], f0: Floats | None = None
+) -> BaseSpeech:
+    """`pcm` (base-voice speech) analysed within the base's pitch range (`base_f0_range`), or
+    with harvest's `f0` of it where that was kept."""
     signal = to_float(pcm)
     try:
-        world = analyse_world(signal, pcm.sample_rate, f0_range=f0_range, with_aperiodicity=True)
+        world = analyse_world(
+            signal, pcm.sample_rate, f0_range=f0_range, with_aperiodicity=True, f0=f0
+        )
     except (RuntimeError, ValueError) as error:
         raise EngineError(f"WORLD analysis failed: {error}") from error
     return BaseSpeech(world, signal.size, rms(signal))
