@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import zlib
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -32,6 +33,7 @@ from voice_service.engines.whisper import (
     SLICE_SAMPLES,
     WhisperEngine,
     _WindowedWhisper,
+    loops,
     prepare_base_model,
 )
 from voice_service.inference.engines import load_whisper
@@ -312,7 +314,7 @@ def test_a_short_clip_that_loops_is_decoded_again_without_timestamp_tokens(
     # ou m'inquiète, ...". Which sentence loops depends on the CPU's floating-point paths
     # (CTranslate2 picks AVX2 or AVX-512 kernels), so the first that loops here is taken.
     audio = next(
-        (clip for clip in map(espeak_french, SENTENCES["fr"]) if loops(engine, clip)), None
+        (clip for clip in map(espeak_french, SENTENCES["fr"]) if loops_in(engine, clip)), None
     )
     if audio is None:  # nothing to show the second decode on, not a failure of it
         pytest.skip("no French sentence loops with timestamp tokens on this CPU")
@@ -341,10 +343,33 @@ def test_a_live_partial_is_decoded_once_without_timestamp_tokens(
     assert heard.startswith("and mister john dashwood had"), heard
 
 
+@pytest.mark.parametrize(
+    ("text", "looped"),
+    [
+        # What Whisper base heard in a telephone number read digit by digit, on one CPU.
+        ("6, 0, 7, 2, 1, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8,", True),
+        ("8-8-8-8-8-8-8-8", True),
+        ("6, 0, 7, 2, 1, 8, 4.", False),
+        ("No, no, no, no! Not again.", False),
+        ("Zero zero zero zero zero zero zero, and then a one.", False),
+    ],
+)
+def test_a_word_said_eight_times_in_a_row_is_a_loop(text: str, looped: bool) -> None:
+    segment = Segment(text, 0.0, 3.7, compression_ratio=zlib_ratio(text))
+    assert segment.compression_ratio < LOOP_COMPRESSION_RATIO
+    assert loops(segment) is looped
+
+
+def zlib_ratio(text: str) -> float:
+    """faster-whisper's compression ratio of `text`."""
+    data = text.encode()
+    return len(data) / len(zlib.compress(data))
+
+
 def espeak_french(text: str) -> np.ndarray[Any, np.dtype[np.float32]]:
     return to_16k(sc.fresh_espeak_speech(text, "fr"))
 
 
-def loops(engine: WhisperEngine, audio: np.ndarray[Any, np.dtype[np.float32]]) -> bool:
+def loops_in(engine: WhisperEngine, audio: np.ndarray[Any, np.dtype[np.float32]]) -> bool:
     decoded = engine._slice_segments(audio, "fr", TranscribeOptions("fr"), BEAM_SIZE, True)
-    return any(segment.compression_ratio > LOOP_COMPRESSION_RATIO for segment in decoded)
+    return any(map(loops, decoded))

@@ -13,9 +13,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib.resources
+import itertools
 import logging
 import math
 import os
+import re
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
@@ -72,11 +74,15 @@ SLICE_SAMPLES = 4 * 30 * SAMPLE_RATE
 # encoder's pass over the padded window dominates, so the beam costs little and hears
 # better; on long audio it would add half. Such a clip is also decoded with timestamp
 # tokens, as Whisper was mostly trained, and re-decoded without them (deterministic, unlike
-# faster-whisper's sampled fallback) when the text loops: text that compresses too well.
+# faster-whisper's sampled fallback) when the text loops: text that compresses too well, or
+# one word said over and over, which on a clip of a few seconds can compress less ("6, 0, 7,
+# 2, 1, 8, 8, 8, ..." for a telephone number read digit by digit: 2.15). A word said that many
+# times in a row is rare enough in speech that decoding it again costs little.
 # Figures: bench/engine_settings.md.
 BEAM_SIZE = 5
 BEAM_MAX_SECONDS = 30
 LOOP_COMPRESSION_RATIO = 2.4
+LOOP_WORD_REPEATS = 8
 
 # Silence is cut out before decoding with the Silero VAD that faster-whisper ships (its
 # defaults): cheap next to Whisper, it changes no word on speech, and it turns minutes of
@@ -292,7 +298,7 @@ class WhisperEngine:
         self, samples: npt.NDArray[np.float32], language: str, options: TranscribeOptions
     ) -> list[Segment]:
         """Beam search with timestamp tokens; if that loops, without them (one segment then
-        spans the clip, words keep their times). See LOOP_COMPRESSION_RATIO. Without them
+        spans the clip, words keep their times). See `loops`. Without them
         at once if the caller asks (`TranscribeOptions.timestamp_tokens`)."""
         decode = functools.partial(
             self._slice_segments, samples, language, options, self._beam_size
@@ -300,7 +306,7 @@ class WhisperEngine:
         if not options.timestamp_tokens:
             return list(decode(False))
         segments = list(decode(True))
-        if any(segment.compression_ratio > LOOP_COMPRESSION_RATIO for segment in segments):
+        if any(map(loops, segments)):
             segments = list(decode(False))
         return segments
 
@@ -403,6 +409,14 @@ def _detection_speech(samples: npt.NDArray[np.float32]) -> npt.NDArray[np.float3
         if sum(part.size for part in found) >= wanted:
             break
     return np.concatenate(found) if found else samples[:0]
+
+
+def loops(segment: Segment) -> bool:
+    """Whether Whisper looped on `segment`: see LOOP_COMPRESSION_RATIO and LOOP_WORD_REPEATS."""
+    if segment.compression_ratio > LOOP_COMPRESSION_RATIO:
+        return True
+    words = re.findall(r"\w+", segment.text.lower())
+    return any(len(list(run)) >= LOOP_WORD_REPEATS for _, run in itertools.groupby(words))
 
 
 def _shifted(segment: Segment, seconds: float) -> Segment:
