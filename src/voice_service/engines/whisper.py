@@ -297,9 +297,9 @@ class WhisperEngine:
     def _short_clip_segments(
         self, samples: npt.NDArray[np.float32], language: str, options: TranscribeOptions
     ) -> list[Segment]:
-        """Beam search with timestamp tokens; if that loops, without them (one segment then
-        spans the clip, words keep their times). See `loops`. Without them
-        at once if the caller asks (`TranscribeOptions.timestamp_tokens`)."""
+        """Beam search with timestamp tokens; if that `loops`, without them (one segment then
+        spans the clip, words keep their times). Without them at once if the caller asks
+        (`TranscribeOptions.timestamp_tokens`)."""
         decode = functools.partial(
             self._slice_segments, samples, language, options, self._beam_size
         )
