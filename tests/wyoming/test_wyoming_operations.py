@@ -31,7 +31,7 @@ from tests.helpers.wyoming import (
 )
 from voice_service.inference.engines import Engines
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("served")]
 
 MAX_CONNECTIONS = 3
 

@@ -33,7 +33,7 @@ from voice_service.core.vocabulary import Scope
 from voice_service.inference.engines import Engines
 from voice_service.tenancy import service as tenancy
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("served")]
 
 MAIN, REVOKED, SUSPENDED, NARROW, LIMITED, CAPPED, CUT_OFF = range(7)
 LONG_TEXT = " ".join(["The weather tomorrow will be sunny with a light breeze."] * 20)
