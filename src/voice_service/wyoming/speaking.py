@@ -7,10 +7,10 @@ Audio goes out as raw 16-bit mono PCM at the voice's own rate (`audio-start`,
 clause by clause as each clause's end arrives (`speech.clauses`), in one audio stream,
 followed by `synthesize-stopped`. Wyoming names no dictionaries, so speech is said with
 the organization's default dictionaries. A request is billed its characters, as the HTTP
-API bills them, once all of its audio went out; one that failed, or whose client left, is billed the
-characters whose audio went out, as a WebSocket session is, and its row says why it ended.
-A key revoked (or its organization suspended) while it speaks ends it within a second, as
-it ends a WebSocket session (`web.key_watch`).
+API bills them, once all of its audio went out; one that failed, or whose client left, is
+billed the characters whose audio went out, as a WebSocket session is, and its row says why
+it ended. A key revoked (or its organization suspended) while it speaks ends it within a
+second, as it ends a WebSocket session (`web.key_watch`).
 """
 
 from __future__ import annotations
