@@ -18,6 +18,7 @@ from websockets.sync.client import connect
 
 from tests.helpers.servers import Server, running_server
 from tests.helpers.voices import JOE
+from tests.helpers.waiting import eventually
 
 SAID = "Please read me my last order."
 SPOOFED = "203.0.113.7"  # TEST-NET-3: an address no test sends to
@@ -42,12 +43,20 @@ def _client(root: str, source: str) -> httpx.Client:
 
 
 def _logged_client(node: Server, request_id: str) -> object:
-    for line in node.log.read_text().splitlines():
-        if line.startswith("{"):
-            fields = json.loads(line)
-            if fields.get("request_id") == request_id:
-                return fields["client"]
-    raise AssertionError(f"no log line for {request_id}")
+    """The client address of the request's log line, once written (a stream writes it as the
+    stream ends on the node, which may be after the client has read the last byte)."""
+
+    def logged() -> object:
+        for line in node.log.read_text().split("\n")[:-1]:  # whole lines only
+            if line.startswith("{"):
+                fields = json.loads(line)
+                if fields.get("request_id") == request_id:
+                    return fields["client"]
+        return None
+
+    client = eventually(logged, 30)
+    assert client is not None, f"no log line for {request_id}"
+    return client
 
 
 def _auth(node: Server) -> dict[str, str]:
