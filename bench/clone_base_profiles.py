@@ -33,7 +33,7 @@ def main(speech_only: bool) -> None:
         }
         cloner = load_cloner(speakers)
         assert cloner is not None
-        bases = [BaseVoice(key, speakers[key.split(":")[0]]) for key in cloner.base_voices]
+        bases = [BaseVoice.of(key, speakers[key.split(":")[0]]) for key in cloner.base_voices]
         if speech_only:
             profiles = base_profiles.PROFILES
         else:

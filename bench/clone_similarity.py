@@ -155,7 +155,7 @@ def measure(quick: bool) -> dict[str, Any]:
     engines: dict[str, TextToSpeech] = {"piper": PiperEngine(), "kokoro": KokoroEngine(data_dir)}
     cloner = load_cloner(engines)  # the service's own, with its shipped base profiles
     assert cloner is not None
-    bases = [BaseVoice(key, engines[key.split(":", 1)[0]]) for key in cloner.base_voices]
+    bases = [BaseVoice.of(key, engines[key.split(":", 1)[0]]) for key in cloner.base_voices]
     encoder = SpeakerEncoder()
     judges: dict[str, Judge] = {"resemblyzer": _resemblyzer(), "dvector": encoder.embed}
     texts = TEST_TEXTS[:1] if quick else TEST_TEXTS

@@ -18,13 +18,14 @@ from sqlalchemy import select
 from tests.helpers import speech_clips as clips
 from tests.helpers.api import assert_error, clone, raised_voice_sample, speak, usage_units
 from tests.helpers.app import Tenant, Tenants, running
+from tests.helpers.inference import restarted
 from tests.helpers.voices import JOE, VOICE_FIELDS
 from voice_service.app import create_app
 from voice_service.core.models import Voice, VoiceSample
 from voice_service.engines.kokoro import SAMPLE_RATE as KOKORO_RATE
 from voice_service.engines.kokoro import clone_base_key
 from voice_service.engines.protocols import Pcm
-from voice_service.inference.engines import Engines, load_cloner
+from voice_service.inference.engines import Engines
 from voice_service.settings import Settings
 from voice_service.tenancy import service as tenancy
 
@@ -330,12 +331,6 @@ async def test_voice_rows_of_a_clone_stay_scoped(
 def mp3_rate(data: bytes) -> int:
     with av.open(io.BytesIO(data), format="mp3") as container:
         return int(container.streams.audio[0].codec_context.sample_rate)
-
-
-def restarted(engines: Engines, *names: str) -> Engines:
-    """A node started afresh with the TTS engines `names`: its cloner knows no clone."""
-    speakers = {name: engines.speakers[name] for name in names}
-    return Engines(speakers, engines.transcribers, load_cloner(speakers))
 
 
 async def test_the_chosen_base_is_stored_and_speaks_after_a_restart(

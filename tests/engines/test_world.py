@@ -264,7 +264,7 @@ def test_shipped_base_profiles_match_fresh_measurements(
     engines: Engines, base: str, f0_tolerance: float, band_tolerance: float
 ) -> None:
     shipped = VoiceProfile.from_dict(PROFILES[base])
-    fresh = measure_base(BaseVoice(base, engines.speakers[base.split(":")[0]]))
+    fresh = measure_base(BaseVoice.of(base, engines.speakers[base.split(":")[0]]))
 
     assert fresh.f0_log_median == pytest.approx(shipped.f0_log_median, abs=f0_tolerance)
     assert fresh.f0_log_spread == pytest.approx(shipped.f0_log_spread, abs=f0_tolerance)

@@ -9,7 +9,7 @@ from bench.audio import to_16k
 
 from voice_service.engines.manner import PLAIN, Manner
 from voice_service.engines.protocols import Pcm, TranscribeOptions
-from voice_service.inference.engines import Engines, SpokenChunk
+from voice_service.inference.engines import Engines, SpokenChunk, load_cloner
 from voice_service.inference.pool import InferencePool
 
 
@@ -35,3 +35,9 @@ def heard(engines: Engines, pcm: Pcm, language: str) -> str:
     assert engines.transcribers is not None
     stream = engines.transcribers.model(None).stream(to_16k(pcm), TranscribeOptions(language))
     return " ".join(segment.text for segment in stream.segments)
+
+
+def restarted(engines: Engines, *names: str) -> Engines:
+    """A node started afresh with the TTS engines `names`: its cloner knows no clone."""
+    speakers = {name: engines.speakers[name] for name in names}
+    return Engines(speakers, engines.transcribers, load_cloner(speakers))

@@ -275,6 +275,9 @@ class EspeakEngine:
     def clone_bases(self) -> tuple[str, ...]:
         return ()  # a formant synthesizer's voice is too far from any person's
 
+    def clone_base_languages(self, key: str) -> dict[str, str]:
+        raise KeyError(key)  # no voice of it is a clone base
+
     def synthesize(self, voice_key: str, text: str, speed: float = 1.0) -> Pcm:
         if voice_key not in self._keys:
             raise KeyError(voice_key)

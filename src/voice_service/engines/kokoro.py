@@ -113,8 +113,6 @@ LANGUAGES: dict[str, Language] = {
     "ja": Language("ja", "ja", "Japanese", front_end="japanese"),
     "en": Language("en-US", "en-us", "English, United States", symbols=_ESPEAK_TO_KOKORO_ENGLISH),
 }
-# Kokoro's English also speaks for clones (the voice a clone is converted from, `engines.world`).
-ENGLISH = LANGUAGES["en"]
 
 # The voices offered per language: those Whisper understands back (round trip), so Kumo
 # everywhere and Gongitsune where it beat it; Japanese is every style's own language, so all
@@ -132,13 +130,21 @@ ALLOWED: dict[str, tuple[str, ...]] = {
 
 # The styles that may be clone bases: every packaged style can speak English, and a clone
 # made from each stays as intelligible as one made from Piper's Joe (no more than 0.05 WER
-# above it; bench/engine_settings.md), so none is excluded.
+# above it; bench/engine_settings.md), so none is excluded. A clone base speaks every
+# language of `LANGUAGES`, as the engine does; how well each style is understood in each
+# is in docs/performance.md.
 CLONE_STYLES: tuple[str, ...] = ("jf_alpha", "jf_gongitsune", "jf_nezumi", "jf_tebukuro", "jm_kumo")
 
 
+def style_key(style: str, code: str) -> str:
+    """ "kokoro:jm_kumo:es": the style speaking the language `code` (of `LANGUAGES`)."""
+    return f"{KEY_PREFIX}{style}:{code}"
+
+
 def clone_base_key(style: str) -> str:
-    """ "kokoro:jm_kumo:en": the style speaking English, as a clone's base voice."""
-    return f"{KEY_PREFIX}{style}:en"
+    """ "kokoro:jm_kumo:en": the style speaking English, as a clone's base voice (English is
+    what clones are chosen and measured in, `engines.world`)."""
+    return style_key(style, "en")
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,11 +219,13 @@ class KokoroEngine:
             if language.front_end == "japanese" and not japanese:
                 continue
             for style in names:
-                self._add_voice(f"{KEY_PREFIX}{style}:{code}", style, styles[style], language)
+                self._add_voice(style_key(style, code), style, styles[style], language)
         self._catalogue = tuple(voice.info for voice in self._voices.values())
         self._clone_bases = tuple(clone_base_key(style) for style in clone_styles)
-        for style, key in zip(clone_styles, self._clone_bases, strict=True):
-            self._add_voice(key, style, styles[style], ENGLISH)
+        for style in clone_styles:
+            for code, language in LANGUAGES.items():
+                if language.front_end != "japanese" or japanese:
+                    self._add_voice(style_key(style, code), style, styles[style], language)
         # The first call initializes espeak-ng for phonemes (once per process, shared with
         # Piper), OpenJTalk's dictionary and onnxruntime's buffers: all belong to start-up,
         # not to a first request.
@@ -228,8 +236,8 @@ class KokoroEngine:
     def _add_voice(
         self, key: str, style: str, table: npt.NDArray[np.float32], language: Language
     ) -> None:
-        """An English catalogue voice and the clone base of its style share one key: the
-        first added stays."""
+        """A catalogue voice and its style speaking for clones in its language share one
+        key: the first added stays."""
         info = EngineVoice(key=key, name=voice_name(style, language), language=language.tag)
         self._voices.setdefault(key, _Voice(info, table, language))
 
@@ -254,6 +262,15 @@ class KokoroEngine:
         """The keys of the English clone bases (`clone_base_key`); the allowed English
         voices are in `voices()` too."""
         return self._clone_bases
+
+    def clone_base_languages(self, key: str) -> dict[str, str]:
+        """Every language of `LANGUAGES` this node speaks (Japanese needs its front end),
+        English first."""
+        if key not in self._voices:
+            raise KeyError(key)
+        style = key.removeprefix(KEY_PREFIX).split(":")[0]
+        keys = {code: style_key(style, code) for code in ("en", *LANGUAGES)}
+        return {code: spoken for code, spoken in keys.items() if spoken in self._voices}
 
     def synthesize(self, voice_key: str, text: str, speed: float = 1.0) -> Pcm:
         voice = self._voices[voice_key]

@@ -1,5 +1,5 @@
 """How a text is said beyond its words and voice: its speed, the neighbouring text it goes on
-from and into, and the pronunciation rules for its words."""
+from and into, the pronunciation rules for its words, and the language a clone says it in."""
 
 from __future__ import annotations
 
@@ -21,6 +21,9 @@ class Manner:
     # The lexicon is the organization's defaults, not dictionaries the request named: a
     # voice that cannot take dictionaries speaks without them rather than refusing.
     lexicon_by_default: bool = False
+    # A clone speaks its base voice's languages (ISO 639-1); None: the base's own. A
+    # catalogue voice speaks its own language only.
+    language: str | None = None
 
 
 PLAIN = Manner()

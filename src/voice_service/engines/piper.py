@@ -120,6 +120,11 @@ class PiperEngine:
         """The default clone base, Joe, where he is loaded."""
         return (CLONE_BASE_VOICE,) if CLONE_BASE_VOICE in self._voices else ()
 
+    def clone_base_languages(self, key: str) -> dict[str, str]:
+        """A Piper voice speaks its own language only."""
+        language = self._voices[key].info.language
+        return {language.split("-")[0].lower(): key} if language else {}
+
     def synthesize(self, voice_key: str, text: str, speed: float = 1.0) -> Pcm:
         loaded = self._voices[voice_key]
         voice = loaded.voice

@@ -102,6 +102,11 @@ class TextToSpeech(Protocol):
         their samples (`inference.engines.load_cloner`); none for most engines."""
         ...
 
+    def clone_base_languages(self, key: str) -> Mapping[str, str]:
+        """The languages the clone base `key` speaks (ISO 639-1 codes), each with the key
+        of the same voice speaking it."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class Clone:
@@ -138,10 +143,17 @@ class VoiceCloner(Protocol):
         """The speeds `speaker` reaches by itself (as `TextToSpeech.speeds`)."""
         ...
 
-    def speaker(self, profile: Mapping[str, Any], speed: float = 1.0) -> Callable[[str], Pcm]:
+    def languages(self, profile: Mapping[str, Any]) -> tuple[str, ...]:
+        """The languages (ISO 639-1 codes) the voice `profile` describes speaks: its base
+        voice's, the base's own first."""
+        ...
+
+    def speaker(
+        self, profile: Mapping[str, Any], speed: float = 1.0, language: str | None = None
+    ) -> Callable[[str], Pcm]:
         """Says a chunk of text in the voice `profile` describes, `speed` times as fast as
-        its base voice's pace (derive it once per request; the callable is used for every
-        chunk)."""
+        its base voice's pace, in `language` (one of `languages`; None: the base's own).
+        Derive it once per request; the callable is used for every chunk."""
         ...
 
 

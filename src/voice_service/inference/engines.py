@@ -120,7 +120,9 @@ class Engines:
         call made, which raises `UnknownVoice` before any work."""
         context = manner.context
         speaker = functools.cache(
-            lambda: self.chunk_speaker(voice_key, profile, manner.speed, manner.lexicon)
+            lambda: self.chunk_speaker(
+                voice_key, profile, manner.speed, manner.lexicon, manner.language
+            )
         )
         chunks = split_text(text, first_chars=FIRST_CHUNK_CHARS if quick_start else None)
         read = _chunk_rewrites(text, chunks, rewrite)
@@ -164,7 +166,7 @@ class Engines:
                 profile,
                 stretch.rewrite.written,
                 quick_start=quick_start and not planned,
-                manner=Manner(speed, context, manner.lexicon),
+                manner=dataclasses.replace(manner, speed=speed, context=context),
                 rewrite=stretch.rewrite,
             )
             if not said:
@@ -185,6 +187,10 @@ class Engines:
             for p in planned
         ]
 
+    def clone_languages(self, profile: Mapping[str, Any]) -> tuple[str, ...]:
+        """The languages a clone made here speaks on this node (none without a cloner)."""
+        return () if self.cloner is None else self.cloner.languages(profile)
+
     @staticmethod
     def speaker_name(voice_key: str, profile: Mapping[str, Any] | None) -> str:
         """The engine that speaks for `voice_key` (as `chunk_speaker` picks it)."""
@@ -196,16 +202,18 @@ class Engines:
         profile: Mapping[str, Any] | None,
         speed: float = 1.0,
         lexicon: Lexicon = NO_LEXICON,
+        language: str | None = None,
     ) -> Callable[[str], Pcm]:
         """What says a chunk in the voice, `speed` times as fast: the engine's own pace as
         near `speed` as it reaches (`TextToSpeech.speeds`), the rest time-stretched; the
-        words `lexicon` has rules for said as they say."""
+        words `lexicon` has rules for said as they say; a clone in `language` (one of
+        `clone_languages`; None: its base's own)."""
         if profile is not None:  # a clone: the base voice converted toward the sample
             # The profile measures only the sample, so clones survive a change of base voice.
             if self.cloner is None:
                 raise UnknownVoice(voice_key)
             native, rest = _split_speed(speed, self.cloner.speeds)
-            say = self.cloner.speaker(profile, native)
+            say = self.cloner.speaker(profile, native, language)
         else:
             engine = self.speakers.get(engine_of(voice_key))
             if engine is None or not any(voice.key == voice_key for voice in engine.voices()):
@@ -338,9 +346,9 @@ def load_cloner(
     from voice_service.engines.world.base_profiles import PROFILES
     from voice_service.engines.world.base_speech import shipped
 
-    bases = [BaseVoice(CLONE_BASE_VOICE, default)]
+    bases = [BaseVoice.of(CLONE_BASE_VOICE, default)]
     bases += [
-        BaseVoice(key, engine)
+        BaseVoice.of(key, engine)
         for engine in speakers.values()
         for key in engine.clone_bases()
         if key != CLONE_BASE_VOICE

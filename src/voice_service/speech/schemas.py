@@ -64,6 +64,19 @@ StitchedRequests = Annotated[
 ]
 
 
+# ElevenLabs' `language_code`: the language a multilingual voice says the text in.
+LanguageCode = Annotated[
+    str | None,
+    Field(
+        pattern=r"^[a-z]{2}$",
+        description='The language to say the text in (ISO 639-1, e.g. "es"): a clone speaks '
+        "every language of its base voice, a catalogue voice only its own; one the voice "
+        "does not speak is a 400 naming those it does. The voice's own language by default.",
+        examples=["es"],
+    ),
+]
+
+
 class VoiceSettings(BaseModel):
     """ElevenLabs' `voice_settings`: only `speed` changes our voices; the others
     (`stability`, `similarity_boost`, `style`, `use_speaker_boost`) are accepted and not
@@ -95,6 +108,7 @@ class SpeechRequest(BaseModel):
     previous_request_ids: StitchedRequests = None
     next_request_ids: StitchedRequests = None
     pronunciation_dictionary_locators: Locators = None
+    language_code: LanguageCode = None
 
     @property
     def locators(self) -> list[Locator] | None:

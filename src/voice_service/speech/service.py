@@ -63,7 +63,9 @@ async def synthesize_speech(
 ) -> bytes:
     """The native /text-to-speech: one file, billed once it is made."""
     manner = await manner_of(runtime, principal, body)
-    voice, script, charge = await _held_voice(runtime, principal, ledger, body.voice_id, body.text)
+    voice, script, charge = await _held_voice(
+        runtime, principal, ledger, body.voice_id, body.text, manner.language
+    )
     audio = await speak(runtime, voice, script, ledger, fmt, manner=manner)
     await ledger.bill(charge)
     return audio
@@ -81,31 +83,58 @@ async def manner_of(runtime: Runtime, principal: Principal, body: SpeechRequest)
         body.text,
         body.next_text if following is None else following,
     )
-    manner = Manner(body.speed, context)
+    manner = Manner(body.speed, context, language=body.language_code)
     return await with_dictionaries(runtime, principal.org_id, body.locators, manner)
 
 
 async def _held_voice(
-    runtime: Runtime, principal: Principal, ledger: Ledger, voice_id: str, text: str
+    runtime: Runtime,
+    principal: Principal,
+    ledger: Ledger,
+    voice_id: str,
+    text: str,
+    language: str | None,
 ) -> tuple[Voice, Script, Charge]:
-    """The caller's voice, the script of `text` (SSML's, or the text as it is) and what
-    speaking it costs (its text without tags), the units held against the caller's caps
-    before any work."""
+    """The caller's voice, checked to speak `language` (None: its own), the script of
+    `text` (SSML's, or the text as it is) and what speaking it costs (its text without
+    tags), the units held against the caller's caps before any work."""
     voice = await find_voice(runtime, principal, voice_id)
-    script = _script_of(runtime, voice, text)
+    _check_language(runtime, voice, language)
+    script = _script_of(runtime, voice, text, language or voice.language)
     charge = speech_charge(voice, script.written)
     await ledger.hold(charge.units)
     remember(runtime, ledger, principal.org_id, script.written)
     return voice, script, charge
 
 
-def _script_of(runtime: Runtime, voice: Voice, text: str) -> Script:
+def _check_language(runtime: Runtime, voice: Voice, language: str | None) -> None:
+    """Refuses a `language` (a request's `language_code`) the voice does not speak: a clone
+    made here speaks its base voice's languages, any other voice its own."""
+    if language is None:
+        return
+    if voice.profile is not None:
+        spoken = runtime.engines.clone_languages(voice.profile) if runtime.engines else ()
+    else:
+        spoken = (voice.language.split("-")[0].lower(),) if voice.language else ()
+    if language in spoken:
+        return
+    if not spoken:
+        raise InvalidRequest(
+            f"language_code: voice {voice.id!r} says each text in the language it is "
+            "written in; send no language_code."
+        )
+    raise InvalidRequest(
+        f"language_code {language!r}: voice {voice.id!r} speaks {', '.join(spoken)}."
+    )
+
+
+def _script_of(runtime: Runtime, voice: Voice, text: str, language: str | None) -> Script:
     if not is_ssml(text):
         return Script.plain(text)
     if is_remote(runtime, voice):
         raise InvalidRequest(f"Voice {voice.id!r} is spoken by a provider: send it plain text.")
     try:
-        script = ssml.parse(text, voice.language)
+        script = ssml.parse(text, language)
     except InvalidSsml as error:
         raise InvalidRequest(f"text (SSML): {error}.") from None
     if not script.written.strip():
@@ -130,7 +159,9 @@ async def stream_speech(
     manner: Manner = PLAIN,
 ) -> SpeechStream:
     """A streamed answer of `voice_id` saying `text`, its units held first."""
-    voice, script, charge = await _held_voice(runtime, principal, ledger, voice_id, text)
+    voice, script, charge = await _held_voice(
+        runtime, principal, ledger, voice_id, text, manner.language
+    )
     chunks = speech_chunks(runtime, voice, script, ledger, fmt, streaming=True, manner=manner)
     return SpeechStream(await started(chunks), charge)
 
@@ -144,7 +175,9 @@ async def synthesize_with_timestamps(
 ) -> tuple[bytes, Alignment]:
     """/text-to-speech/with-timestamps: one file and when each character is spoken."""
     manner = await manner_of(runtime, principal, body)
-    voice, script, charge = await _held_voice(runtime, principal, ledger, body.voice_id, body.text)
+    voice, script, charge = await _held_voice(
+        runtime, principal, ledger, body.voice_id, body.text, manner.language
+    )
     parts: list[bytes] = []
     alignment = Alignment()
     made = timed_speech(runtime, voice, script, ledger, fmt, streaming=False, manner=manner)
@@ -166,7 +199,9 @@ async def stream_with_timestamps(
     """/text-to-speech/with-timestamps/stream: a JSON line per chunk, its audio and the
     characters it speaks."""
     manner = await manner_of(runtime, principal, body)
-    voice, script, charge = await _held_voice(runtime, principal, ledger, body.voice_id, body.text)
+    voice, script, charge = await _held_voice(
+        runtime, principal, ledger, body.voice_id, body.text, manner.language
+    )
     made = timed_speech(runtime, voice, script, ledger, fmt, streaming=True, manner=manner)
     return SpeechStream(await started(_json_lines(made)), charge)
 

@@ -18,7 +18,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from voice_service.engines.protocols import Clone, Pcm, TextToSpeech
+from voice_service.engines.protocols import Clone, Pcm, TextToSpeech, UnknownVoice
 from voice_service.engines.speaker_embedding import (
     Embedding,
     SpeakerEncoder,
@@ -68,10 +68,16 @@ CLONE_TEXTS: Final = (PROBE_TEXT, VERIFY_TEXT)
 
 @dataclass(frozen=True, slots=True)
 class BaseVoice:
-    """A voice clones can be converted from: `tts` speaks `key`."""
+    """A voice clones can be converted from: `tts` speaks `key`, and in each language of
+    `languages` (an ISO 639-1 code, its own first) the key it maps to."""
 
     key: str
     tts: TextToSpeech
+    languages: Mapping[str, str]
+
+    @classmethod
+    def of(cls, key: str, tts: TextToSpeech) -> BaseVoice:
+        return cls(key, tts, tts.clone_base_languages(key))
 
 
 def measure_base(base: BaseVoice) -> VoiceProfile:
@@ -178,11 +184,26 @@ class WorldCloner:
         engines = [base.tts.speeds for base in self._bases.values()]
         return max(low for low, _ in engines), min(high for _, high in engines)
 
-    def speaker(self, profile: Mapping[str, Any], speed: float = 1.0) -> Callable[[str], Pcm]:
+    def languages(self, profile: Mapping[str, Any]) -> tuple[str, ...]:
+        return tuple(self._base_of(VoiceProfile.from_dict(profile)).languages)
+
+    def speaker(
+        self, profile: Mapping[str, Any], speed: float = 1.0, language: str | None = None
+    ) -> Callable[[str], Pcm]:
+        """The conversion measured on the base's English speaks every language of the base:
+        the voice is the same, so its long-term profile is too."""
         target = VoiceProfile.from_dict(profile)
-        base = self._bases.get(target.base_voice or "", self._default)
+        base = self._base_of(target)
+        key = base.key if language is None else base.languages.get(language)
+        if key is None:
+            raise UnknownVoice(f"{base.key} in {language}")
         conversion = Conversion.between(self.base_profile(base.key), target)
-        return lambda text: convert(base.tts.synthesize(base.key, text, speed), conversion)
+        return lambda text: convert(base.tts.synthesize(key, text, speed), conversion)
+
+    def _base_of(self, target: VoiceProfile) -> BaseVoice:
+        """The clone's base, or the default where this node does not load it (see the
+        class)."""
+        return self._bases.get(target.base_voice or "", self._default)
 
     def base_profile(self, key: str) -> VoiceProfile:
         """The long-term profile of the base `key`: shipped, or measured on first use."""
