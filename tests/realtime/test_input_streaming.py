@@ -19,6 +19,7 @@ from typing import Any
 import av
 import httpx
 import numpy as np
+import numpy.typing as npt
 import pytest
 import websockets
 from bench.wer import word_errors
@@ -28,6 +29,8 @@ from tests.helpers.servers import Server, running_server
 from tests.helpers.session_messages import SessionMessages
 from tests.helpers.voices import JOE
 from tests.helpers.waiting import eventually
+from voice_service.audio.encode import wav_of
+from voice_service.core.ids import catalogue_voice_id
 
 pytestmark = pytest.mark.anyio
 
@@ -35,6 +38,11 @@ PATIENCE = 120.0
 FIRST = "Thanks for calling, "
 REST = ["I can help ", "you with your ", "order today. ", "What is your ", "order number?"]
 SPOKEN = FIRST + "".join(REST)
+SPANISH = "El tren al aeropuerto sale del andén que está junto a la estación vieja."
+ENGLISH_SAMPLE = (
+    "Every morning I walk along the river and watch the boats drift slowly past the old "
+    "stone bridge, then I buy bread and go home."
+)
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +95,10 @@ async def stream_input(
         yield Messages(ws)
 
 
+def samples_of(pcm16: bytes) -> npt.NDArray[np.float32]:
+    return np.frombuffer(pcm16, dtype="<i2").astype(np.float32) / 32768
+
+
 def text(piece: str, **fields: Any) -> str:
     return json.dumps({"text": piece, "try_trigger_generation": True, **fields})
 
@@ -101,8 +113,9 @@ def logged_status(node: Server, rid: str) -> int | None:
     return rows[0]["status"] if rows else None
 
 
-def heard(node: Server, pcm16k: bytes) -> str:
-    """What the node's own Whisper hears in 16 kHz PCM."""
+def heard(node: Server, pcm16k: bytes, language: str | None = "en") -> tuple[str, str]:
+    """What the node's own Whisper hears in 16 kHz PCM, and in which language (None:
+    detected)."""
     buffer = io.BytesIO()
     with av.open(buffer, "w", format="wav") as container:
         stream = container.add_stream("pcm_s16le", rate=16_000, layout="mono")
@@ -118,12 +131,11 @@ def heard(node: Server, pcm16k: bytes) -> str:
         f"{node.base_url}/speech-to-text",
         headers={"Authorization": f"Bearer {node.api_key}"},
         files={"file": ("speech.wav", buffer.getvalue(), "audio/wav")},
-        data={"language": "en"},
+        data={"language": language} if language else {},
         timeout=PATIENCE,
     )
     assert response.status_code == 200, response.text
-    transcript: str = response.json()["text"]
-    return transcript
+    return response.json()["text"], response.json()["language"]
 
 
 async def test_speech_starts_with_the_first_clause_and_follows_the_text(node: Server) -> None:
@@ -144,7 +156,7 @@ async def test_speech_starts_with_the_first_clause_and_follows_the_text(node: Se
     audio = messages.audio()
     seconds = len(audio) / 2 / 16_000
     assert starts[-1] + durations[-1] <= seconds * 1000 + 20
-    assert word_errors(SPOKEN, heard(node, audio))[0] <= 2
+    assert word_errors(SPOKEN, heard(node, audio)[0])[0] <= 2
     assert eventually(lambda: logged_status(node, rid)) == 101
     assert billed(node, rid) == [("text-to-speech", len(SPOKEN))]
 
@@ -307,6 +319,8 @@ async def test_elevenlabs_clients_key_header_is_taken(node: Server) -> None:
     [
         ("voice_nope", {}, 404, "NOT_FOUND"),
         (JOE, {"output_format": "wav"}, 400, "INVALID_REQUEST"),
+        (JOE, {"language_code": "es"}, 400, "INVALID_REQUEST"),  # Joe speaks English
+        (JOE, {"language_code": "Spanish"}, 400, "INVALID_REQUEST"),
     ],
 )
 async def test_bad_upgrades_are_refused_before_upgrading(
@@ -318,6 +332,35 @@ async def test_bad_upgrades_are_refused_before_upgrading(
     response = refused.value.response
     assert response.status_code == status
     assert json.loads(response.body)["error"]["code"] == code
+
+
+async def test_a_clone_speaks_the_sessions_language_code(node: Server) -> None:
+    """A clone made from Kumo's English (so Kumo is its base) says a Spanish session in
+    Spanish."""
+    auth = {"Authorization": f"Bearer {node.api_key}"}
+    async with httpx.AsyncClient(base_url=node.base_url, headers=auth, timeout=PATIENCE) as client:
+        sample = await client.post(
+            "/text-to-speech",
+            params={"output_format": "pcm_16000"},
+            json={"text": ENGLISH_SAMPLE, "voice_id": catalogue_voice_id("kokoro:jm_kumo:en")},
+        )
+        assert sample.status_code == 200, sample.text
+        made = await client.post(
+            "/voices/clone",
+            data={"name": "Kumo's clone", "consent": "true"},
+            files={"file": ("sample.wav", wav_of(samples_of(sample.content), 16_000), "audio/wav")},
+        )
+        assert made.status_code == 201, made.text
+    voice_id = made.json()["voice"]["id"]
+
+    query = {"output_format": "pcm_16000", "language_code": "es"}
+    async with stream_input(node, voice_id, **query) as messages:
+        await messages.ws.send(text(SPANISH))
+        await messages.ws.send(json.dumps({"text": ""}))
+        await messages.until_final()
+    transcript, language = heard(node, messages.audio(), language=None)
+    assert language == "es"
+    assert word_errors(SPANISH, transcript)[0] <= 3, transcript
 
 
 async def test_the_opening_pronunciation_dictionaries_are_the_sessions(node: Server) -> None:
@@ -340,7 +383,7 @@ async def test_the_opening_pronunciation_dictionaries_are_the_sessions(node: Ser
         await messages.until_final()
     assert not [message for message in messages.seen if "error" in message]
     assert "".join(messages.alignment()[0]) == SPOKEN  # timed as written
-    said = heard(node, messages.audio()).lower()
+    said = heard(node, messages.audio())[0].lower()
     assert "parcel" in said and "order" not in said
 
     missing = [{"pronunciation_dictionary_id": "pd_missing"}]
@@ -359,4 +402,4 @@ async def test_the_opening_pronunciation_dictionaries_are_the_sessions(node: Ser
                 await messages.until_final()
         finally:
             await client.patch(path, headers=headers, json={"default": False})
-    assert "parcel" in heard(node, messages.audio()).lower()
+    assert "parcel" in heard(node, messages.audio())[0].lower()

@@ -1,8 +1,10 @@
 """ElevenLabs' input-streaming protocol: text in as a language model writes it, speech out
 as soon as a clause of it is complete.
 
-The client opens with `{"text": " "}` (of ElevenLabs' `voice_settings` its `speed` is used;
-the others and `generation_config` are accepted and not used), sends text pieces
+The session's query may name ElevenLabs' `language_code` (a clone says the text in it, as on
+the speech routes). The client opens with `{"text": " "}` (of ElevenLabs' `voice_settings`
+its `speed` is used; the others and `generation_config` are accepted and not used), sends
+text pieces
 (`{"text": "Hello, ", "try_trigger_generation": true}`), may `{"flush": true}` to have what
 it sent spoken now, and ends with `{"text": ""}`.
 Text is spoken clause by clause, in order, each clause as soon as its end has arrived (a
@@ -23,6 +25,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
@@ -35,11 +38,17 @@ from voice_service.audio.encode import AudioEncoder, AudioFormat
 from voice_service.audio.output_formats import parse_output_format
 from voice_service.books.unit_gate import UnitGate
 from voice_service.books.usage.charge import Charge
-from voice_service.core.errors import ApiError, InternalError, RateLimited, session_message
+from voice_service.core.errors import (
+    ApiError,
+    InternalError,
+    InvalidRequest,
+    RateLimited,
+    session_message,
+)
 from voice_service.core.models import Voice
 from voice_service.core.vocabulary import UsageEndpoint
 from voice_service.engines.alignment import Alignment
-from voice_service.engines.manner import PLAIN, SPEEDS
+from voice_service.engines.manner import SPEEDS, Manner
 from voice_service.pronunciation.schemas import LocatorIn, locators_of
 from voice_service.pronunciation.service import MAX_LOCATORS, with_dictionaries
 from voice_service.realtime.upgrade import (
@@ -49,8 +58,8 @@ from voice_service.realtime.upgrade import (
     next_message,
 )
 from voice_service.speech.clauses import next_clause
-from voice_service.speech.schemas import VoiceSettings
-from voice_service.speech.service import is_remote, speech_chunks, timed_speech
+from voice_service.speech.schemas import LANGUAGE_CODE_PATTERN, VoiceSettings
+from voice_service.speech.service import check_language, is_remote, speech_chunks, timed_speech
 from voice_service.tenancy.principal import Principal
 from voice_service.voices.service import find_voice
 from voice_service.web.context import AppContext
@@ -67,16 +76,22 @@ _LOCATORS = TypeAdapter(Annotated[list[LocatorIn] | None, Field(max_length=MAX_L
 class Prepared:
     voice: Voice
     fmt: AudioFormat
+    language: str | None  # what a clone speaks in (None: its base's own)
 
 
 def preparer(
-    voice_id: str, output_format: str | None
+    voice_id: str, output_format: str | None, language_code: str | None
 ) -> Callable[[AppContext, Principal], Awaitable[Prepared]]:
-    """The upgrade's own checks: the format's name and the caller's voice (400, 404)."""
+    """The upgrade's own checks: the format's name, the caller's voice and the language it
+    is asked to speak (400, 404)."""
 
     async def prepare(context: AppContext, principal: Principal) -> Prepared:
         fmt = parse_output_format(output_format)
-        return Prepared(await find_voice(context, principal, voice_id), fmt)
+        if language_code is not None and not re.fullmatch(LANGUAGE_CODE_PATTERN, language_code):
+            raise InvalidRequest('language_code: two lowercase letters (ISO 639-1, e.g. "es").')
+        voice = await find_voice(context, principal, voice_id)
+        check_language(context, voice, language_code)
+        return Prepared(voice, fmt, language_code)
 
     return prepare
 
@@ -94,7 +109,7 @@ class InputStream:
         self._gate = UnitGate(session.ledger, HOLD_AHEAD)
         self._opened = False
         # The opening message's voice_settings.speed and pronunciation dictionaries.
-        self._manner = PLAIN
+        self._manner = Manner(language=prepared.language)
         self._received = 0  # characters of text after the opening message (held under a cap)
         # Billed: the characters whose audio was sent (by the alignment sent with it; a
         # provider's voice, which has none, by whole clauses).

@@ -60,6 +60,10 @@ async def stream_input(websocket: WebSocket, voice_id: str) -> None:
         Scope.TEXT_TO_SPEECH,
         Service.TEXT_TO_SPEECH,
         UsageEndpoint.TEXT_TO_SPEECH,
-        preparer(voice_id, websocket.query_params.get("output_format")),
+        preparer(
+            voice_id,
+            websocket.query_params.get("output_format"),
+            websocket.query_params.get("language_code"),
+        ),
         run_input_stream,
     )

@@ -65,10 +65,11 @@ StitchedRequests = Annotated[
 
 
 # ElevenLabs' `language_code`: the language a multilingual voice says the text in.
+LANGUAGE_CODE_PATTERN = r"^[a-z]{2}$"
 LanguageCode = Annotated[
     str | None,
     Field(
-        pattern=r"^[a-z]{2}$",
+        pattern=LANGUAGE_CODE_PATTERN,
         description='The language to say the text in (ISO 639-1, e.g. "es"): a clone speaks '
         "every language of its base voice, a catalogue voice only its own; one the voice "
         "does not speak is a 400 naming those it does. The voice's own language by default.",

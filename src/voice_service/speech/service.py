@@ -99,7 +99,7 @@ async def _held_voice(
     `text` (SSML's, or the text as it is) and what speaking it costs (its text without
     tags), the units held against the caller's caps before any work."""
     voice = await find_voice(runtime, principal, voice_id)
-    _check_language(runtime, voice, language)
+    check_language(runtime, voice, language)
     script = _script_of(runtime, voice, text, language or voice.language)
     charge = speech_charge(voice, script.written)
     await ledger.hold(charge.units)
@@ -107,7 +107,7 @@ async def _held_voice(
     return voice, script, charge
 
 
-def _check_language(runtime: Runtime, voice: Voice, language: str | None) -> None:
+def check_language(runtime: Runtime, voice: Voice, language: str | None) -> None:
     """Refuses a `language` (a request's `language_code`) the voice does not speak: a clone
     made here speaks its base voice's languages, any other voice its own."""
     if language is None:
