@@ -16,6 +16,11 @@ clone's speech with the person's reference clip. Per half of the set:
   person's;
 - the clones' word error rate, through the service's own `/speech-to-text`.
 
+Each clone is measured twice: saying English sentences, and saying the benchmark's sentences
+of its person's own language (`language_code`; English where the person speaks it or the
+clone's base does not speak their language), since that is how a customer cloning them
+would use it.
+
 The held-out half's figures are the ones reported; no choice is ever made on them.
 """
 
@@ -36,6 +41,7 @@ import numpy.typing as npt
 
 from bench import campp_onnx
 from bench.people import Audio, Half, Person, people
+from bench.sentences import SENTENCES
 from bench.wer import word_errors
 from voice_service.audio.encode import wav_of
 from voice_service.engines.speaker_embedding import SpeakerEncoder
@@ -97,16 +103,27 @@ def equal_error(same: Sequence[float], different: Sequence[float]) -> tuple[floa
 
 
 @dataclass(frozen=True)
+class Said:
+    """Sentences a clone said, in one language."""
+
+    language: str  # ISO 639-1
+    texts: Sequence[str]
+    speech: Audio  # the sentences, with short pauses
+    heard: list[str]  # what the service's /speech-to-text heard in each, told the language
+
+
+@dataclass(frozen=True)
 class Clone:
     person: Person
-    speech: Audio  # the three sentences, with short pauses
-    heard: list[str]  # what the service's /speech-to-text heard in each
+    english: Said  # `TEXTS`
+    own: Said  # its person's language's sentences where the clone speaks it, else `english`
     seconds: float  # POST /voices/clone, answer to answer
     resemblance: float  # what the service says of its clone (its own encoder, 0-1)
 
 
 def cloned(client: httpx.Client, base_url: str, person: Person) -> Clone:
-    """The person cloned through the service, saying `TEXTS`; the voice deleted after."""
+    """The person cloned through the service, saying `TEXTS` and their own language's
+    sentences; the voice deleted after."""
     started = time.perf_counter()
     made = client.post(
         f"{base_url}/voices/clone",
@@ -117,27 +134,40 @@ def cloned(client: httpx.Client, base_url: str, person: Person) -> Clone:
     made.raise_for_status()
     voice = made.json()["voice"]
     voice_id = voice["id"]
+    language = person.language.split("-")[0]
     try:
-        said = [_spoken(client, base_url, voice_id, text) for text in TEXTS]
-        heard = [_heard(client, base_url, audio) for audio in said]
+        english = _said(client, base_url, voice_id, "en", TEXTS)
+        assert english is not None, "a clone speaks English"
+        own = english
+        if language != "en" and language in SENTENCES:
+            own = _said(client, base_url, voice_id, language, SENTENCES[language]) or english
     finally:
         client.delete(f"{base_url}/voices/{voice_id}")
+    return Clone(person, english, own, seconds, float(voice["resemblance"]))
+
+
+def _said(
+    client: httpx.Client, base_url: str, voice_id: str, language: str, texts: Sequence[str]
+) -> Said | None:
+    """The clone saying `texts` in `language`; None where it does not speak it (a 400)."""
+    said = []
+    for text in texts:
+        answer = client.post(
+            f"{base_url}/text-to-speech",
+            params={"output_format": "pcm_16000"},
+            json={"text": text, "voice_id": voice_id, "language_code": language},
+        )
+        if answer.status_code == 400 and "language_code" in answer.text:
+            return None
+        answer.raise_for_status()
+        said.append(np.frombuffer(answer.content, dtype="<i2").astype(np.float32) / 32768.0)
+    heard = [_heard(client, base_url, audio, language) for audio in said]
     pause = np.zeros(RATE // 4, dtype=np.float32)
     speech = np.concatenate([piece for audio in said for piece in (audio, pause)])
-    return Clone(person, speech, heard, seconds, float(voice["resemblance"]))
+    return Said(language, texts, speech, heard)
 
 
-def _spoken(client: httpx.Client, base_url: str, voice_id: str, text: str) -> Audio:
-    answer = client.post(
-        f"{base_url}/text-to-speech",
-        params={"output_format": "pcm_16000"},
-        json={"text": text, "voice_id": voice_id},
-    )
-    answer.raise_for_status()
-    return np.frombuffer(answer.content, dtype="<i2").astype(np.float32) / 32768.0
-
-
-def _heard(client: httpx.Client, base_url: str, audio: Audio) -> str:
+def _heard(client: httpx.Client, base_url: str, audio: Audio, language: str) -> str:
     buffer = io.BytesIO()
     with wave.open(buffer, "wb") as wav:
         wav.setnchannels(1)
@@ -147,7 +177,7 @@ def _heard(client: httpx.Client, base_url: str, audio: Audio) -> str:
     answer = client.post(
         f"{base_url}/speech-to-text",
         files={"file": ("clone.wav", buffer.getvalue(), "audio/wav")},
-        data={"language": "en"},
+        data={"language": language},
     )
     answer.raise_for_status()
     return str(answer.json()["text"])
@@ -170,13 +200,15 @@ class Row:
         return (self.clone - self.strangers) / (self.own - self.strangers)
 
 
-def rows(embed: Embed, clones: Sequence[Clone]) -> list[Row]:
+def rows(embed: Embed, clones: Sequence[Clone], own_language: bool = False) -> list[Row]:
+    """Each clone's figures by `embed`, on its English speech or its own language's."""
     everyone = [clone.person for clone in clones]
     samples = {person.name: embed(person.sample) for person in everyone}
     references = {person.name: embed(person.reference) for person in everyone}
     found = []
     for clone in clones:
-        name, speech = clone.person.name, embed(clone.speech)
+        said = clone.own if own_language else clone.english
+        name, speech = clone.person.name, embed(said.speech)
         reference = references[name]
         strangers = [float(samples[other] @ reference) for other in samples if other != name]
         found.append(
@@ -204,33 +236,37 @@ def summary(found: Sequence[Row], calibration: Calibration) -> dict[str, float]:
     }
 
 
-def clone_wer(clones: Sequence[Clone]) -> float:
+def clone_wer(said: Sequence[Said]) -> float:
     edits = words = 0
-    for clone in clones:
-        for text, heard in zip(TEXTS, clone.heard, strict=True):
-            count, total = word_errors(text, heard)
+    for one in said:
+        for text, heard in zip(one.texts, one.heard, strict=True):
+            count, total = word_errors(text, heard, one.language)
             edits, words = edits + count, words + total
     return edits / words
 
 
 def measure(client: httpx.Client, base_url: str, work: Path) -> dict[str, Any]:
-    """Every person cloned through the service at `base_url`, judged by both verifiers."""
+    """Every person cloned through the service at `base_url`, judged by both verifiers, in
+    English (`campp`, `resemblyzer`) and in their own language (`..._own_language`)."""
     everyone = people()
     clones = [cloned(client, base_url, person) for person in everyone]
     result: dict[str, Any] = {"people": [(p.name, p.language, p.half) for p in everyone]}
     for name, embed in judges(work).items():
         calibration = calibrated(embed, everyone)
-        found = rows(embed, clones)
-        result[name] = {
-            "calibration": asdict(calibration),
-            "rows": [{**asdict(row), "normalised": row.normalised} for row in found],
-            **{
-                half: summary([row for row in found if row.half == half], calibration)
-                for half in ("development", "held-out")
-            },
-        }
+        for key, own_language in ((name, False), (f"{name}_own_language", True)):
+            found = rows(embed, clones, own_language)
+            result[key] = {
+                "calibration": asdict(calibration),
+                "rows": [{**asdict(row), "normalised": row.normalised} for row in found],
+                **{
+                    half: summary([row for row in found if row.half == half], calibration)
+                    for half in ("development", "held-out")
+                },
+            }
     for half in ("development", "held-out"):
-        result[f"wer_{half}"] = clone_wer([c for c in clones if c.person.half == half])
+        of_half = [clone for clone in clones if clone.person.half == half]
+        result[f"wer_{half}"] = clone_wer([clone.english for clone in of_half])
+        result[f"wer_own_language_{half}"] = clone_wer([clone.own for clone in of_half])
     result["clone_seconds"] = max(clone.seconds for clone in clones)
     result["service"] = service_figures(clones)
     return result

@@ -834,6 +834,7 @@ def clone_resemblance(svc: Service, work: Path) -> tuple[list[Figure], dict[str,
     result = resemblance.measure(svc.client, svc.base, work)
     held, developed = result["campp"]["held-out"], result["campp"]["development"]
     other = result["resemblyzer"]["held-out"]
+    own = result["campp_own_language"]["held-out"]
     figures = [
         Figure("resemblance_normalised", "20. clone resemblance, held out (CAM++; 0 stranger, "
                "1 the person)", held["normalised"], "normalised", ">=", 0.5),
@@ -854,6 +855,17 @@ def clone_resemblance(svc: Service, work: Path) -> tuple[list[Figure], dict[str,
         Figure("resemblance_service", "20. the service's own resemblance of its clones, held "
                "out (what `resemblance` says)", result["service"]["held-out"]["resemblance"],
                "normalised"),
+        Figure("resemblance_normalised_own_language", "20. clone resemblance in the person's "
+               "own language, held out (CAM++)", own["normalised"], "normalised"),
+        Figure("resemblance_accepted_own_language", "20. clones accepted in the person's own "
+               "language, held out (CAM++)", own["accepted"], "share"),
+        Figure("resemblance_nearest_own_language", "20. clones nearest their own person in "
+               "the person's own language, held out (CAM++)", own["nearest_right"], "share"),
+        Figure("resemblance_normalised_own_language_resemblyzer", "20. clone resemblance in "
+               "the person's own language, held out (Resemblyzer)",
+               result["resemblyzer_own_language"]["held-out"]["normalised"], "normalised"),
+        Figure("resemblance_wer_own_language", "20. clones' WER in the person's own language, "
+               "held out", result["wer_own_language_held-out"], "fraction"),
     ]  # fmt: skip
     return figures, result
 

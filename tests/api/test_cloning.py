@@ -16,7 +16,14 @@ import pyworld
 from sqlalchemy import select
 
 from tests.helpers import speech_clips as clips
-from tests.helpers.api import assert_error, clone, raised_voice_sample, speak, usage_units
+from tests.helpers.api import (
+    assert_error,
+    clone,
+    clone_on_base,
+    raised_voice_sample,
+    speak,
+    usage_units,
+)
 from tests.helpers.app import Tenant, Tenants, running
 from tests.helpers.inference import restarted
 from tests.helpers.voices import JOE, VOICE_FIELDS
@@ -336,17 +343,11 @@ def mp3_rate(data: bytes) -> int:
 async def test_the_chosen_base_is_stored_and_speaks_after_a_restart(
     settings: Settings, engines: Engines, tenants: Tenants, tenant: Tenant, tmp_path: Path
 ) -> None:
-    kokoro_base = clone_base_key("jf_nezumi")
-    # A speaker who sounds like that base: it is the nearest, whatever the others are.
-    spoken = engines.speakers["kokoro"].synthesize(kokoro_base, " ".join(clips.ENGLISH_TEXTS[1:3]))
-    sample = clips.write_audio(tmp_path / "sample.wav", spoken, "wav-s16").read_bytes()
     async with running(create_app(settings, engines)) as client:
-        response = await clone(client, tenant, sample)
-    assert response.status_code == 201, response.text
-    voice_id = response.json()["voice"]["id"]
-    row = await tenants.run(lambda s: s.get(Voice, voice_id))
-    assert row is not None and row.profile is not None
-    assert row.profile["base_voice"] == kokoro_base
+        made = await clone_on_base(
+            client, tenants, tenant, engines, clone_base_key("jf_nezumi"), tmp_path
+        )
+    voice_id = made.id
 
     # Kokoro speaks at 24 kHz, Piper at 22.05 kHz, and MP3 keeps the voice's rate.
     async with running(create_app(settings, restarted(engines, "piper", "kokoro"))) as client:

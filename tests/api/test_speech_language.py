@@ -9,8 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.helpers import speech_clips as clips
-from tests.helpers.api import assert_error, clone, usage_units
+from tests.helpers.api import assert_error, clone_on_base, usage_units
 from tests.helpers.app import Tenant, Tenants, running
 from tests.helpers.inference import restarted, spoken
 from tests.helpers.voices import JOE
@@ -33,17 +32,7 @@ KUMO = clone_base_key("jm_kumo")
 async def kumo_clone(
     client: httpx.AsyncClient, tenants: Tenants, tenant: Tenant, engines: Engines, tmp_path: Path
 ) -> Voice:
-    """A clone on Kokoro's Kumo: made from Kumo's own English, so that base is the nearest
-    whatever the others are."""
-    said = engines.speakers["kokoro"].synthesize(KUMO, " ".join(clips.ENGLISH_TEXTS[1:3]))
-    sample = clips.write_audio(tmp_path / "sample.wav", said, "wav-s16").read_bytes()
-    response = await clone(client, tenant, sample)
-    assert response.status_code == 201, response.text
-    voice_id = response.json()["voice"]["id"]
-    row = await tenants.run(lambda s: s.get(Voice, voice_id))
-    assert row is not None and row.profile is not None
-    assert row.profile["base_voice"] == KUMO
-    return row
+    return await clone_on_base(client, tenants, tenant, engines, KUMO, tmp_path)
 
 
 async def test_a_clone_says_the_text_in_the_language_asked(

@@ -13,8 +13,9 @@ from sqlalchemy import select
 from tests.helpers import speech_clips as clips
 from tests.helpers.app import Tenant, Tenants
 from tests.helpers.voices import JOE
-from voice_service.core.models import UsageRecord
+from voice_service.core.models import UsageRecord, Voice
 from voice_service.engines.protocols import Pcm
+from voice_service.inference.engines import Engines
 
 REQUEST_ID = re.compile(r"^req_[0-9a-f]{24}$")
 # What the native API's 415 lists as accepted.
@@ -85,6 +86,27 @@ def raised_voice_sample(tmp_path: Path) -> bytes:
     joe = clips.english_speech(" ".join(clips.ENGLISH_TEXTS[:2]))
     faster = Pcm(samples=joe.samples, sample_rate=int(joe.sample_rate * 1.6))
     return clips.write_audio(tmp_path / "sample.wav", faster, "wav-s16").read_bytes()
+
+
+async def clone_on_base(
+    client: httpx.AsyncClient,
+    tenants: Tenants,
+    tenant: Tenant,
+    engines: Engines,
+    base: str,
+    folder: Path,
+) -> Voice:
+    """A clone (its stored row) whose base is the Kokoro clone base `base`: made from that
+    base's own English, so it is the nearest whatever the others are."""
+    spoken = engines.speakers["kokoro"].synthesize(base, " ".join(clips.ENGLISH_TEXTS[1:3]))
+    sample = clips.write_audio(folder / "sample.wav", spoken, "wav-s16").read_bytes()
+    response = await clone(client, tenant, sample)
+    assert response.status_code == 201, response.text
+    voice_id = response.json()["voice"]["id"]
+    row = await tenants.run(lambda s: s.get(Voice, voice_id))
+    assert row is not None and row.profile is not None
+    assert row.profile["base_voice"] == base
+    return row
 
 
 async def clone(

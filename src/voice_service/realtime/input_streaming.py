@@ -4,9 +4,8 @@ as soon as a clause of it is complete.
 The session's query may name ElevenLabs' `language_code` (a clone says the text in it, as on
 the speech routes). The client opens with `{"text": " "}` (of ElevenLabs' `voice_settings`
 its `speed` is used; the others and `generation_config` are accepted and not used), sends
-text pieces
-(`{"text": "Hello, ", "try_trigger_generation": true}`), may `{"flush": true}` to have what
-it sent spoken now, and ends with `{"text": ""}`.
+text pieces (`{"text": "Hello, ", "try_trigger_generation": true}`), may `{"flush": true}`
+to have what it sent spoken now, and ends with `{"text": ""}`.
 Text is spoken clause by clause, in order, each clause as soon as its end has arrived (a
 clause mark or sentence end followed by a space, or a line break); a run of 120 characters
 without one is spoken up to its last space. Each chunk of speech comes as `{"audio": base64,
@@ -108,7 +107,8 @@ class InputStream:
         self._encoder = AudioEncoder(prepared.fmt, streaming=True, bitrate=settings.mp3_bitrate)
         self._gate = UnitGate(session.ledger, HOLD_AHEAD)
         self._opened = False
-        # The opening message's voice_settings.speed and pronunciation dictionaries.
+        # The query's language, then the opening message's voice_settings.speed and
+        # pronunciation dictionaries.
         self._manner = Manner(language=prepared.language)
         self._received = 0  # characters of text after the opening message (held under a cap)
         # Billed: the characters whose audio was sent (by the alignment sent with it; a
