@@ -171,3 +171,17 @@ def test_a_pronunciation_dictionary_in_extra_body_is_heard(
     ).content
     heard = client.audio.transcriptions.create(model="whisper-1", file=("a.wav", audio))
     assert "voice service" in heard.text.lower()
+
+
+def test_a_language_code_in_extra_body_is_checked_against_the_voice(
+    client: openai.OpenAI,
+) -> None:
+    said = client.audio.speech.create(
+        model="tts-1", voice="alloy", input="Hello.", extra_body={"language_code": "en"}
+    )
+    assert audio_duration(said.content)[2] > 0.3
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.audio.speech.create(
+            model="tts-1", voice="alloy", input="Hola.", extra_body={"language_code": "es"}
+        )
+    assert "speaks en." in str(refused.value)

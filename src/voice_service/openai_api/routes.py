@@ -181,7 +181,8 @@ async def speech(
     voice_id = voice_id_for(body.voice_name, context.voice_listing.catalogue)
     fmt = FORMATS[body.response_format]
     locators = locators_of(body.pronunciation_dictionary_locators)
-    manner = await with_dictionaries(context, principal.org_id, locators, Manner(body.speed))
+    said = Manner(body.speed, language=body.language_code)
+    manner = await with_dictionaries(context, principal.org_id, locators, said)
     speech = await stream_speech(
         context, principal, ledger, voice_id, body.input, fmt, manner=manner
     )

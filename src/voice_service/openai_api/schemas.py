@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from voice_service.audio.encode import OutputFormat
 from voice_service.pronunciation.schemas import Locators
-from voice_service.speech.schemas import EXAMPLE_TEXT, SpeechText, Speed
+from voice_service.speech.schemas import EXAMPLE_TEXT, LanguageCode, SpeechText, Speed
 from voice_service.voices.schemas import EXAMPLE_VOICE_ID
 
 TTS_MODELS = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
@@ -55,8 +55,9 @@ class SpeechBody(BaseModel):
         description="Accepted for compatibility; these voices do not take instructions.",
     )
     stream_format: Literal["audio", "sse"] = "audio"
-    # Ours, not OpenAI's: the SDK sends it in `extra_body`.
+    # Ours (ElevenLabs' names), not OpenAI's: the SDK sends them in `extra_body`.
     pronunciation_dictionary_locators: Locators = None
+    language_code: LanguageCode = None
 
     @property
     def voice_name(self) -> str:
