@@ -175,7 +175,7 @@ async def _lifespan(
         async with transaction(session_factory(startup_db)) as session:
             await cluster.join(session, settings, pepper)
             await sync_catalogue(session, [*context.providers.voices(), *loaded.catalogue()])
-            context.voice_listing = VoiceListing(await list_catalogue(session))
+            context.voice_listing = VoiceListing(await list_catalogue(session), loaded)
     finally:
         await startup_db.dispose()
     # S3 samples a crash left without their voice (see kit/blobs.py).

@@ -53,6 +53,7 @@ async def test_clone_is_created_billed_and_stores_consent(
     assert set(voice) == VOICE_FIELDS
     assert (voice["name"], voice["type"], voice["language"]) == ("My voice", "CLONED", None)
     assert 0 <= voice["resemblance"] <= 1
+    assert voice["languages"][0] == "en"  # its base voice's own first
     assert voice["description"] == "Narration voice"  # and as GET reads it back:
     again = await client.get(f"/voices/{voice['id']}", headers=tenant.headers)
     assert again.json()["voice"]["description"] == "Narration voice"

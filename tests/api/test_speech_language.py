@@ -63,6 +63,17 @@ async def test_a_clone_says_the_text_in_the_language_asked(
         assert other.status_code == 200, other.text
 
 
+async def test_a_clone_lists_the_languages_it_speaks(
+    client: httpx.AsyncClient, tenant: Tenant, kumo_clone: Voice
+) -> None:
+    spoken = ["en", "es", "fr", "it", "pt", "ja"]
+    one = await client.get(f"/voices/{kumo_clone.id}", headers=tenant.headers)
+    assert one.json()["voice"]["languages"] == spoken
+    listed = (await client.get("/voices", headers=tenant.headers)).json()["voices"]
+    assert {voice["id"]: voice["languages"] for voice in listed}[kumo_clone.id] == spoken
+    assert {voice["languages"] for voice in listed if voice["type"] != "CLONED"} == {None}
+
+
 async def test_a_language_the_clones_base_does_not_speak_is_refused_unbilled(
     client: httpx.AsyncClient, tenants: Tenants, tenant: Tenant, kumo_clone: Voice
 ) -> None:

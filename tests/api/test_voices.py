@@ -37,9 +37,10 @@ async def test_catalogue_voices_have_the_spec_fields(
     voices = await list_voices(client, tenant)
     assert voices
     for voice in voices:
-        # The spec's fields, and a clone's description and resemblance (null here)
+        # The spec's fields, and a clone's description, resemblance and languages (null here)
         assert set(voice) == VOICE_FIELDS
         assert voice["description"] is None and voice["resemblance"] is None
+        assert voice["languages"] is None
         assert VOICE_ID.match(str(voice["id"]))
         assert voice["type"] == "PROVIDER"
         assert voice["language"]

@@ -11,5 +11,5 @@ SPANISH = catalogue_voice_id("kokoro:jm_kumo:es")
 # A Voice's fields in the API: the spec's, and beyond it a clone's description (issue 51)
 # and resemblance (issue 56), both null on catalogue voices.
 VOICE_FIELDS = frozenset(
-    {"id", "name", "language", "type", "created_at", "description", "resemblance"}
+    {"id", "name", "language", "type", "created_at", "description", "resemblance", "languages"}
 )

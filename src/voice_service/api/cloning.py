@@ -15,7 +15,7 @@ from voice_service.cloning.schemas import (
 from voice_service.cloning.service import clone_voice, delete_voice, validate_clone_fields
 from voice_service.core.vocabulary import Scope, Service
 from voice_service.tenancy.principal import Principal
-from voice_service.voices.schemas import Voice
+from voice_service.voices.listing import shown
 from voice_service.web.deps import Context, IdempotencyKey, RequestLedger, require
 from voice_service.web.schemas import error_responses, multipart_request_body
 from voice_service.web.uploads import receive_upload
@@ -66,7 +66,7 @@ async def create_clone(
     ) as upload:
         clone_request = validate_clone_fields(upload.fields)
         voice = await clone_voice(context, principal, ledger, clone_request, upload.path)
-    return ClonedVoice(voice=Voice.of(voice))
+    return ClonedVoice(voice=shown(context.engines, voice))
 
 
 @router.delete(

@@ -5,8 +5,8 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Response
 
 from voice_service.api.voice_paths import VOICE_PATH
-from voice_service.voices.listing import clones_of
-from voice_service.voices.schemas import EXAMPLE_VOICE_ID, OneVoice, Voice, VoiceList
+from voice_service.voices.listing import clones_of, shown
+from voice_service.voices.schemas import EXAMPLE_VOICE_ID, OneVoice, VoiceList
 from voice_service.voices.service import find_voice
 from voice_service.web.deps import Context, VoicesReader
 from voice_service.web.schemas import error_responses
@@ -44,4 +44,4 @@ async def get_voice(
     context: Context,
     principal: VoicesReader,
 ) -> OneVoice:
-    return OneVoice(voice=Voice.of(await find_voice(context, principal, id)))
+    return OneVoice(voice=shown(context.engines, await find_voice(context, principal, id)))

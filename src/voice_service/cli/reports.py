@@ -127,7 +127,8 @@ def clones(org_id: OrgId, as_json: JsonFlag = False) -> None:
         await tenancy.require_org(session, org_id)
         # As the API shows them (GET /api/v1/voices).
         return [
-            Voice.of(voice).model_dump(mode="json")
+            # Without the node's engines: what a clone speaks is the node's to say.
+            Voice.of(voice).model_dump(mode="json", exclude={"languages"})
             for voice in await organization_clones(session, org_id)
         ]
 

@@ -42,6 +42,7 @@ from voice_service.runtime import Runtime
 from voice_service.speech.schemas import SpeechRequest
 from voice_service.speech.stitching import remember, stitched
 from voice_service.tenancy.principal import Principal
+from voice_service.voices.listing import clone_languages
 from voice_service.voices.service import find_voice
 
 logger = logging.getLogger(__name__)
@@ -112,10 +113,9 @@ def check_language(runtime: Runtime, voice: Voice, language: str | None) -> None
     made here speaks its base voice's languages, any other voice its own."""
     if language is None:
         return
-    if voice.profile is not None:
-        spoken = runtime.engines.clone_languages(voice.profile) if runtime.engines else ()
-    else:
-        spoken = (voice.language.split("-")[0].lower(),) if voice.language else ()
+    spoken = clone_languages(runtime.engines, voice)
+    if spoken is None:
+        spoken = [voice.language.split("-")[0].lower()] if voice.language else []
     if language in spoken:
         return
     if not spoken:

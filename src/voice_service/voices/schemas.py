@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Annotated, Literal
 
@@ -67,9 +68,19 @@ class Voice(BaseModel):
             "it was measured."
         ),
     )
+    languages: list[str] | None = Field(
+        None,
+        examples=[["en", "es", "fr", "it", "pt", "ja"]],
+        description=(
+            "The languages a clone made on this node speaks (its base voice's, as "
+            "`language_code` values, its own first). Null for catalogue voices, whose "
+            "`language` says theirs, and for clones made at a provider."
+        ),
+    )
 
     @classmethod
-    def of(cls, voice: models.Voice) -> Voice:
+    def of(cls, voice: models.Voice, languages: Sequence[str] | None = None) -> Voice:
+        """The voice as the API shows it; a clone with the `languages` it speaks here."""
         return cls(
             id=voice.id,
             name=voice.name,
@@ -78,6 +89,7 @@ class Voice(BaseModel):
             created_at=voice.created_at,
             description=voice.description if voice.type == "CLONED" else None,
             resemblance=voice.resemblance if voice.type == "CLONED" else None,
+            languages=list(languages) if languages is not None else None,
         )
 
 
