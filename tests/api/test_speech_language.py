@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.helpers.api import assert_error, clone_on_base, usage_units
+from tests.helpers.api import assert_error, clone_on_base, speak, usage_units
 from tests.helpers.app import Tenant, Tenants, running
 from tests.helpers.inference import restarted, spoken
 from tests.helpers.voices import JOE
@@ -92,28 +92,18 @@ async def test_a_clone_whose_base_this_node_lacks_speaks_the_default_bases_langu
     """An operator who turned Kokoro off: the clone speaks through Piper's Joe, in English."""
     without_kokoro = create_app(settings, restarted(engines, "piper", "espeak"))
     async with running(without_kokoro) as client:
-        body = {"text": SPANISH, "voice_id": kumo_clone.id, "language_code": "es"}
-        refused = await client.post("/text-to-speech", headers=tenant.headers, json=body)
+        refused = await speak(client, tenant, SPANISH, kumo_clone.id, language_code="es")
         assert "speaks en." in assert_error(refused, 400, "INVALID_REQUEST")["message"]
-        body["language_code"] = "en"
-        spoken_there = await client.post("/text-to-speech", headers=tenant.headers, json=body)
+        spoken_there = await speak(client, tenant, SPANISH, kumo_clone.id, language_code="en")
         assert spoken_there.status_code == 200, spoken_there.text
 
 
 async def test_a_catalogue_voice_speaks_its_own_language_only(
     client: httpx.AsyncClient, tenant: Tenant
 ) -> None:
-    said = await client.post(
-        "/text-to-speech",
-        headers=tenant.headers,
-        json={"text": "Hello.", "voice_id": JOE, "language_code": "en"},
-    )
+    said = await speak(client, tenant, "Hello.", JOE, language_code="en")
     assert said.status_code == 200, said.text
-    refused = await client.post(
-        "/text-to-speech",
-        headers=tenant.headers,
-        json={"text": SPANISH, "voice_id": JOE, "language_code": "es"},
-    )
+    refused = await speak(client, tenant, SPANISH, JOE, language_code="es")
     assert "speaks en." in assert_error(refused, 400, "INVALID_REQUEST")["message"]
 
 
@@ -121,9 +111,5 @@ async def test_a_catalogue_voice_speaks_its_own_language_only(
 async def test_a_language_code_is_two_lowercase_letters(
     client: httpx.AsyncClient, tenant: Tenant, code: object
 ) -> None:
-    response = await client.post(
-        "/text-to-speech",
-        headers=tenant.headers,
-        json={"text": "Hello.", "voice_id": JOE, "language_code": code},
-    )
+    response = await speak(client, tenant, "Hello.", JOE, language_code=code)
     assert "language_code" in assert_error(response, 400, "INVALID_REQUEST")["message"]
