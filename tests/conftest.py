@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 from fastapi import FastAPI
+from xdist.scheduler import LoadScopeScheduling
 
 from tests.helpers.app import Tenant, Tenants, fresh_database, make_settings, running
 from voice_service.app import create_app
@@ -19,24 +22,57 @@ from voice_service.inference.pool import one_blas_thread
 from voice_service.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
-# The files that take longest, run first: under `.ci/run`'s `-n 2 --dist loadfile`, a long file
-# handed out last keeps one process busy alone after the other has run out of files.
+# Under `.ci/run`'s `-n 2 --dist loadfile`, each unit below is run whole by one process, so a
+# module's server starts once: a file, except tests/console, whose server and browser are the
+# package's (they would start again each time a process came back to the package).
+ONE_UNIT_PACKAGES = ("tests/console",)
+# Units are handed out in this order, then the others by their number of tests (as xdist does
+# by default): the long ones first, so that neither process is left running one alone at the
+# end. The bench's two halves go to the two processes at once.
 LONGEST_FIRST = (
-    "test_bench.py",
-    "test_bench_in_process.py",
-    "test_inference_bounds.py",
-    "test_job_kills.py",
-    "test_long_recording.py",
-    "test_readme_examples.py",
+    "tests/bench/test_bench.py",
+    "tests/bench/test_bench_in_process.py",
+    "tests/console",
+    "tests/test_readme_examples.py",
+    "tests/cli/test_serve.py",
+    "tests/api/test_inference_bounds.py",
+    "tests/jobs/test_job_kills.py",
+    "tests/jobs/test_long_recording.py",
+    "tests/web/test_hung_up_clients.py",
+    "tests/realtime/test_live_turn_decoding.py",
+    "tests/web/test_shutdown.py",
+    "tests/engines/test_clone_resemblance.py",
+    "tests/wyoming/test_wyoming_serve.py",
 )
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    def rank(item: pytest.Item) -> int:
-        name = item.path.name
-        return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+def _unit(nodeid: str) -> str:
+    path = nodeid.split("::", 1)[0]
+    return next((package for package in ONE_UNIT_PACKAGES if path.startswith(f"{package}/")), path)
 
-    items.sort(key=rank)  # stable: every other test keeps its place
+
+class _Units(LoadScopeScheduling):
+    def _split_scope(self, nodeid: str) -> str:
+        return _unit(nodeid)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadScopeScheduling | None:
+    if config.getvalue("dist") != "loadfile":
+        return None
+    config.option.loadscopereorder = False  # the collection is in order already (below)
+    return _Units(config, log)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    units = Counter(_unit(item.nodeid) for item in items)
+
+    def rank(item: pytest.Item) -> tuple[int, int]:
+        unit = _unit(item.nodeid)
+        first = LONGEST_FIRST.index(unit) if unit in LONGEST_FIRST else len(LONGEST_FIRST)
+        return first, -units[unit]
+
+    items.sort(key=rank)  # stable: a unit's tests keep their order
 
 
 @pytest.fixture(scope="session")
