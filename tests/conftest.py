@@ -56,7 +56,8 @@ class _Units(LoadScopeScheduling):
         return _unit(nodeid)
 
 
-@pytest.hookimpl(tryfirst=True)
+# Optional: `-p no:xdist` leaves the hook unknown.
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadScopeScheduling | None:
     if config.getvalue("dist") != "loadfile":
         return None
