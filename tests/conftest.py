@@ -51,7 +51,9 @@ def _unit(nodeid: str) -> str:
     return next((package for package in ONE_UNIT_PACKAGES if path.startswith(f"{package}/")), path)
 
 
-class _Units(LoadScopeScheduling):
+class _UnitScheduling(LoadScopeScheduling):
+    """xdist's scope scheduling over the units above."""
+
     def _split_scope(self, nodeid: str) -> str:
         return _unit(nodeid)
 
@@ -62,7 +64,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadScopeSch
     if config.getvalue("dist") != "loadfile":
         return None
     config.option.loadscopereorder = False  # the collection is in order already (below)
-    return _Units(config, log)
+    return _UnitScheduling(config, log)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
