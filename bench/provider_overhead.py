@@ -73,12 +73,19 @@ class _Counts:
     per_client: int  # requests each of the 8 clients sends in a batch
     first_bytes: int  # speech requests, per path
     warm_clients: int  # clients that send a request each, per path, before any is timed
+    upstream_workers: int  # faster-whisper-server's processes
 
     @classmethod
     def make(cls, quick: bool) -> _Counts:
-        if quick:
-            return cls(sequential=1, rounds=1, per_client=1, first_bytes=1, warm_clients=1)
-        return cls(sequential=7, rounds=3, per_client=2, first_bytes=15, warm_clients=CONCURRENCY)
+        if quick:  # two upstream processes: the suite checks the figures' shape, not their value
+            return cls(
+                sequential=1, rounds=1, per_client=1, first_bytes=1, warm_clients=1,
+                upstream_workers=2,
+            )  # fmt: skip
+        return cls(
+            sequential=7, rounds=3, per_client=2, first_bytes=15, warm_clients=CONCURRENCY,
+            upstream_workers=FWS_WORKERS,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -106,7 +113,8 @@ def measure(
     """Both halves of the figure; `clip` is a short English MP3, `text` what is spoken,
     `model` the CTranslate2 Whisper faster-whisper-server loads."""
     counts = _Counts.make(quick)
-    with servers(model, work, upstream) as (fws, node, node_headers):
+    started = servers(model, work, upstream, workers=counts.upstream_workers)
+    with started as (fws, node, node_headers):
         straight = _Route(
             f"{fws.root}/v1/audio/transcriptions",
             {},
