@@ -242,11 +242,13 @@ class KokoroEngine:
         self._voices.setdefault(key, _Voice(info, table, language))
 
     def _warm_up_japanese(self) -> None:
-        """A front end that cannot speak (a broken ja extra) leaves Japanese out rather
-        than taking the node down."""
+        """OpenJTalk's dictionary loads at start-up, not in a first request (the model has
+        run already, in Spanish: the Japanese front end alone is left to warm up). A front
+        end that cannot read (a broken ja extra) leaves Japanese out rather than taking the
+        node down."""
         try:
-            self.synthesize(f"{KEY_PREFIX}{ALLOWED['ja'][0]}:ja", "こんにちは。")
-        except EngineError:
+            _sentence_phonemes(LANGUAGES["ja"], "こんにちは。")
+        except Exception:  # whatever a broken extra raises, as `synthesize` catches it
             _LOGGER.exception("Kokoro's Japanese front end failed its warm-up; Japanese left out")
             japanese = [
                 key for key, voice in self._voices.items() if voice.language.front_end == "japanese"
