@@ -260,13 +260,12 @@ def gateway_workers(plan: Plan, work: Path) -> tuple[list[Figure], dict[str, Any
     results = {}
     # --quick: each process loads Piper alone, as loading every engine three times was most
     # of the step's time; the suite checks the figures' shape, not their value.
-    settings = {"VOICE_SERVICE_TTS_ENGINES": "piper", "VOICE_SERVICE_STT_ENGINES": ""}
+    piper_alone = {"VOICE_SERVICE_TTS_ENGINES": "piper", "VOICE_SERVICE_STT_ENGINES": ""}
+    settings = piper_alone if plan.quick else None
     for workers in (1, 2):
         data_dir = work / f"workers-{workers}"
         data_dir.mkdir()
-        server, first = start_service(
-            data_dir, workers, REDIS_URL, settings=settings if plan.quick else None
-        )
+        server, first = start_service(data_dir, workers, REDIS_URL, settings=settings)
         try:
             key = create_key(data_dir, first["org_id"], rate_limit=10_000_000)
             headers = {"Authorization": f"Bearer {key}"}
