@@ -52,6 +52,7 @@ from voice_service.engines.world import (
     VoiceProfile,
     convert,
 )
+from voice_service.engines.world.timbre import Timbre
 from voice_service.inference.engines import load_cloner
 
 # What the base voice and the clone say.
@@ -177,8 +178,9 @@ def measure(quick: bool) -> dict[str, Any]:
         for key in {*vetted, str(stored["base_voice"])}:
             profile = VoiceProfile.from_dict({**stored, "base_voice": key})
             conversion = Conversion.between(cloner.base_profile(key), profile)
+            timbre = None if profile.timbre is None else Timbre.from_text(profile.timbre)
             started = time.perf_counter()
-            speech = [convert(pcm, conversion) for pcm in base_speech[key]]
+            speech = [convert(pcm, conversion, timbre) for pcm in base_speech[key]]
             convert_seconds += time.perf_counter() - started
             audio_seconds += sum(pcm.duration_seconds for pcm in base_speech[key])
             clones[name, key] = _Clone(speech, profile, conversion)

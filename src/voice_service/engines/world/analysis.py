@@ -69,7 +69,8 @@ class WorldParams:
 
 def analyse_sample(pcm: Pcm) -> VoiceProfile:
     """Measure a speaker's pitch and timbre; raise `NoSpeechInSample` when there is no speech."""
-    return profile_speech(analysed_speech(pcm))
+    speech = analysed_speech(pcm)
+    return profile_speech(speech, sample_world(speech))
 
 
 def analysed_speech(pcm: Pcm) -> Floats:
@@ -82,13 +83,20 @@ def analysed_speech(pcm: Pcm) -> Floats:
     return _trim_silence(signal, ANALYSIS_RATE)[: int(MAX_ANALYSIS_SECONDS * ANALYSIS_RATE)]
 
 
-def profile_speech(signal: Floats) -> VoiceProfile:
+def sample_world(signal: Floats) -> WorldParams:
+    """WORLD's analysis of a sample's speech (`analysed_speech`), its pitch searched over
+    every voice's range; raises `NoSpeechInSample` when it is silent."""
     level = _rms_dbfs(signal)
     if level < MIN_RMS_DBFS:
         raise NoSpeechInSample(f"the sample is silent (level {level:.0f} dBFS)")
-    world = analyse_world(
+    return analyse_world(
         signal, ANALYSIS_RATE, f0_range=(F0_FLOOR_HZ, F0_CEIL_HZ), with_aperiodicity=False
     )
+
+
+def profile_speech(signal: Floats, world: WorldParams) -> VoiceProfile:
+    """The profile of a sample's speech and its `sample_world`; raises `NoSpeechInSample`
+    unless it holds speech."""
     voiced = world.f0 > 0
     reliable = _check_speech(world.f0, _periodicity(signal, world.f0))
     log_f0 = np.log(world.f0[reliable])

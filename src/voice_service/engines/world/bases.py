@@ -25,11 +25,14 @@ from voice_service.engines.speaker_embedding import (
     cosine,
     resemblance,
 )
+from voice_service.engines.world import phones
 from voice_service.engines.world.analysis import (
     ANALYSIS_RATE,
+    FRAME_PERIOD_MS,
     analyse_sample,
     analysed_speech,
     profile_speech,
+    sample_world,
 )
 from voice_service.engines.world.base_speech import SpokenText, text_id
 from voice_service.engines.world.conversion import (
@@ -42,6 +45,7 @@ from voice_service.engines.world.conversion import (
 )
 from voice_service.engines.world.pcm import resample, rms, to_float, to_int16
 from voice_service.engines.world.profile import VoiceProfile
+from voice_service.engines.world.timbre import Timbre, measure_timbre
 
 # A few sentences covering English vowels and voiced consonants, spoken once at start-up to
 # measure the base voice. Per-utterance statistics of short requests would jitter (a question
@@ -157,11 +161,13 @@ class WorldCloner:
 
     def clone(self, sample: Pcm) -> Clone:
         speech = analysed_speech(sample)
-        measured = profile_speech(speech)
+        world = sample_world(speech)
+        measured = profile_speech(speech, world)
         embedding = self._encoder.embed(speech.astype(np.float32))
         base = self.nearest_base(embedding, measured)
-        target = dataclasses.replace(measured, base_voice=base)
-        similarity = self._similarity(embedding, base, VERIFY_TEXT, target)
+        timbre = measure_timbre(world.f0, world.envelope, phones.labels(speech), FRAME_PERIOD_MS)
+        target = dataclasses.replace(measured, base_voice=base, timbre=timbre.to_text())
+        similarity = self._similarity(embedding, base, VERIFY_TEXT, target, timbre)
         return Clone(target.to_dict(), resemblance(similarity))
 
     def nearest_base(self, sample: Embedding, target: VoiceProfile) -> str:
@@ -171,11 +177,19 @@ class WorldCloner:
             return self._default.key
         return max(self._bases, key=lambda key: self._similarity(sample, key, PROBE_TEXT, target))
 
-    def _similarity(self, sample: Embedding, key: str, text: str, target: VoiceProfile) -> float:
+    def _similarity(
+        self,
+        sample: Embedding,
+        key: str,
+        text: str,
+        target: VoiceProfile,
+        timbre: Timbre | None = None,
+    ) -> float:
         """How near the sample's d-vector `text` sounds, said by the base `key` and converted
-        toward `target`."""
+        toward `target` (with the sample's `timbre` lent, where given)."""
         conversion = Conversion.between(self.base_profile(key), target)
-        converted = analysed_speech(resynthesize(self._spoken(key, text), conversion))
+        spoken = self._spoken(key, text, labelled=timbre is not None)
+        converted = analysed_speech(resynthesize(spoken, conversion, timbre))
         return cosine(sample, self._encoder.embed(converted.astype(np.float32)))
 
     @property
@@ -198,7 +212,8 @@ class WorldCloner:
         if key is None:
             raise UnknownVoice(f"{base.key} in {language}")
         conversion = Conversion.between(self.base_profile(base.key), target)
-        return lambda text: convert(base.tts.synthesize(key, text, speed), conversion)
+        timbre = None if target.timbre is None else Timbre.from_text(target.timbre)
+        return lambda text: convert(base.tts.synthesize(key, text, speed), conversion, timbre)
 
     def _base_of(self, target: VoiceProfile) -> BaseVoice:
         """The clone's base, or the default where this node does not load it (see the
@@ -212,17 +227,20 @@ class WorldCloner:
                 self._profiles[key] = measure_base(self._bases[key])
             return self._profiles[key]
 
-    def _spoken(self, key: str, text: str) -> BaseSpeech:
+    def _spoken(self, key: str, text: str, *, labelled: bool = False) -> BaseSpeech:
         """`text` in the base `key`'s voice at 16 kHz, analysed once (the probe, the
-        verifying sentence): converting it toward each new sample then costs only WORLD's
-        synthesis."""
+        verifying sentence), with its phones once they are asked for: converting it toward
+        each new sample then costs only WORLD's synthesis."""
         f0_range = base_f0_range(self.base_profile(key))
         with self._lock:
-            if (key, text) not in self._spoken_texts:
+            known = self._spoken_texts.get((key, text))
+            if known is None or (labelled and known.labels is None):
                 shipped = self._shipped_speech.get((key, text_id(text)))
                 self._spoken_texts[key, text] = (
-                    analyse_base_speech(shipped.pcm, f0_range, shipped.f0)
+                    analyse_base_speech(shipped.pcm, f0_range, shipped.f0, labelled=labelled)
                     if shipped
-                    else analyse_base_speech(spoken_for_analysis(self._bases[key], text), f0_range)
+                    else analyse_base_speech(
+                        spoken_for_analysis(self._bases[key], text), f0_range, labelled=labelled
+                    )
                 )
             return self._spoken_texts[key, text]

@@ -19,6 +19,7 @@ from typing import Final
 import numpy as np
 
 from voice_service.engines.protocols import EngineError, Pcm
+from voice_service.engines.world import phones
 from voice_service.engines.world.analysis import (
     F0_CEIL_HZ,
     F0_FLOOR_HZ,
@@ -26,8 +27,10 @@ from voice_service.engines.world.analysis import (
     WorldParams,
     analyse_world,
 )
-from voice_service.engines.world.pcm import Floats, rms, to_float, to_int16
+from voice_service.engines.world.pcm import Floats, resample, rms, to_float, to_int16
+from voice_service.engines.world.phones import Labels
 from voice_service.engines.world.profile import BAND_CENTRES_HZ, VoiceProfile, fit_mask
+from voice_service.engines.world.timbre import Timbre, lent
 
 with warnings.catch_warnings():
     # pyworld 0.3.5 imports pkg_resources only for its version string.
@@ -79,13 +82,15 @@ def base_f0_range(base: VoiceProfile) -> tuple[float, float]:
     return max(F0_FLOOR_HZ, base.f0_median_hz / 2.0), min(F0_CEIL_HZ, base.f0_median_hz * 2.5)
 
 
-def convert(pcm: Pcm, conversion: Conversion) -> Pcm:
-    """Resynthesize `pcm` (base voice speech) with the conversion applied; same rate, mono."""
+def convert(pcm: Pcm, conversion: Conversion, timbre: Timbre | None = None) -> Pcm:
+    """Resynthesize `pcm` (base voice speech) with the conversion applied, and the
+    sample's `timbre` lent where the clone has one; same rate, mono."""
     signal = to_float(pcm)
     if signal.size == 0:
         return pcm
     f0_range = (conversion.base_f0_floor_hz, conversion.base_f0_ceil_hz)
-    converted = resynthesize(analyse_base_speech(pcm, f0_range), conversion)
+    speech = analyse_base_speech(pcm, f0_range, labelled=timbre is not None)
+    converted = resynthesize(speech, conversion, timbre)
     return dataclasses.replace(converted, word_times=pcm.word_times)  # same timing
 
 
@@ -97,13 +102,14 @@ class BaseSpeech:
     world: WorldParams
     samples: int
     rms: float
+    labels: Labels | None = None  # its phones (`phones.labels`), where a timbre is lent
 
 
 def analyse_base_speech(
-    pcm: Pcm, f0_range: tuple[float, float], f0: Floats | None = None
+    pcm: Pcm, f0_range: tuple[float, float], f0: Floats | None = None, *, labelled: bool = False
 ) -> BaseSpeech:
     """`pcm` (base-voice speech) analysed within the base's pitch range (`base_f0_range`), or
-    with harvest's `f0` of it where that was kept."""
+    with harvest's `f0` of it where that was kept; its phones heard too if `labelled`."""
     signal = to_float(pcm)
     try:
         world = analyse_world(
@@ -111,16 +117,21 @@ def analyse_base_speech(
         )
     except (RuntimeError, ValueError) as error:
         raise EngineError(f"WORLD analysis failed: {error}") from error
-    return BaseSpeech(world, signal.size, rms(signal))
+    heard = phones.labels(resample(signal, pcm.sample_rate, phones.RATE)) if labelled else None
+    return BaseSpeech(world, signal.size, rms(signal), heard)
 
 
-def resynthesize(speech: BaseSpeech, conversion: Conversion) -> Pcm:
-    """`speech` with the conversion applied; same rate and loudness, mono."""
+def resynthesize(speech: BaseSpeech, conversion: Conversion, timbre: Timbre | None = None) -> Pcm:
+    """`speech` with the conversion applied, and `timbre` lent where given (`speech` must be
+    labelled then); same rate and loudness, mono."""
     world, rate = speech.world, speech.world.sample_rate
     try:
         f0 = _convert_f0(world.f0, conversion)
         envelope = _warp_envelope(world.envelope, conversion.formant_scale)
         envelope = envelope * _eq_gain(conversion.eq_db, envelope.shape[1], rate)
+        if timbre is not None:
+            assert speech.labels is not None, "timbre is lent by phone"
+            envelope = lent(envelope, world.f0, speech.labels, rate, FRAME_PERIOD_MS, timbre)
         out = pyworld.synthesize(
             f0, envelope, world.aperiodicity, rate, frame_period=FRAME_PERIOD_MS
         )

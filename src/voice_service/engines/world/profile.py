@@ -20,7 +20,8 @@ import numpy as np
 import numpy.typing as npt
 
 # 2: the profile names the base voice it was made for. Version 1 (no base: Piper's joe, the
-# only base then) is still read, so clones stored before keep speaking as they did.
+# only base then) is still read, so clones stored before keep speaking as they did. The
+# optional `timbre` came within version 2: a node that predates it reads the profile still.
 PROFILE_VERSION: Final = 2
 
 # Long-term envelope bands: log-spaced centres (equal resolution per octave, like hearing).
@@ -45,6 +46,9 @@ class VoiceProfile:
     voiced_seconds: how much voiced speech the figures rest on.
     base_voice: the key of the base voice chosen for the speaker (None, as in version-1
     profiles: the cloner's default).
+    timbre: the sample's voiced frames by phone (`timbre.Timbre.to_text`), which the clone's
+    speech borrows from; None in profiles made before (they speak as they did), and ignored
+    by nodes that predate it.
     """
 
     f0_log_median: float
@@ -53,6 +57,7 @@ class VoiceProfile:
     tilt_db_per_octave: float
     voiced_seconds: float
     base_voice: str | None = None
+    timbre: str | None = None
 
     @property
     def f0_median_hz(self) -> float:
@@ -67,6 +72,7 @@ class VoiceProfile:
             "envelope_db": list(self.envelope_db),
             "tilt_db_per_octave": self.tilt_db_per_octave,
             "voiced_seconds": self.voiced_seconds,
+            **({} if self.timbre is None else {"timbre": self.timbre}),
         }
 
     @classmethod
@@ -75,6 +81,9 @@ class VoiceProfile:
         if version not in (1, PROFILE_VERSION):
             raise ValueError(f"unsupported voice profile version {version!r}")
         base_voice = data.get("base_voice") if version == PROFILE_VERSION else None
+        timbre = data.get("timbre")
+        if timbre is not None and not isinstance(timbre, str):
+            raise ValueError("timbre must be text")
         envelope = tuple(float(value) for value in data["envelope_db"])
         if len(envelope) != BAND_COUNT:
             raise ValueError(f"envelope_db must have {BAND_COUNT} bands, not {len(envelope)}")
@@ -85,6 +94,7 @@ class VoiceProfile:
             tilt_db_per_octave=float(data["tilt_db_per_octave"]),
             voiced_seconds=float(data["voiced_seconds"]),
             base_voice=None if base_voice is None else str(base_voice),
+            timbre=timbre,
         )
 
 
