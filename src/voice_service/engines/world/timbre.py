@@ -46,6 +46,7 @@ BLEND: Final = 0.5
 # while a wideband recording's own roll-off stays above it (docs/performance.md).
 BAND_FLOOR_DB: Final = 45.0
 TAPER: Final = 0.2  # the lending fades out over the band's top fifth
+_BLOCK: Final = 32  # frames matched at once
 _FORMAT: Final = 1
 _HEADER: Final = 16  # format, frames, order, band (Hz): four little-endian u32
 
@@ -162,9 +163,11 @@ def _nearest(cepstra: Floats, phones: Labels, timbre: Timbre) -> Floats:
         candidates = np.flatnonzero(timbre.phones == phone)
         if candidates.size < NEIGHBOURS:
             candidates = everyone
-        distances = ((own[rows, None, :] - theirs[None, candidates, :]) ** 2).sum(axis=2)
-        nearest = np.argpartition(distances, NEIGHBOURS - 1, axis=1)[:, :NEIGHBOURS]
-        found[rows] = timbre.cepstra[candidates[nearest]].mean(axis=1)
+        # A block of frames at a time: frames x candidates x features stays a few MB.
+        for block in np.array_split(rows, -(-rows.size // _BLOCK)):
+            distances = ((own[block, None, :] - theirs[None, candidates, :]) ** 2).sum(axis=2)
+            nearest = np.argpartition(distances, NEIGHBOURS - 1, axis=1)[:, :NEIGHBOURS]
+            found[block] = timbre.cepstra[candidates[nearest]].mean(axis=1)
     return found
 
 
