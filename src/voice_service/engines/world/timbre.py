@@ -122,8 +122,9 @@ def _band_hz(envelope: Floats) -> float:
 def lent(
     envelope: Floats, f0: Floats, labels: Labels, rate: int, frame_ms: float, timbre: Timbre
 ) -> Floats:
-    """`envelope` (converted speech at `rate`, one row per `frame_ms`) with each voiced
-    frame's envelope below 8 kHz moved toward the sample's frames of its phone."""
+    """`envelope` (converted speech at `rate`, one row per `frame_ms`, `labels` its phones)
+    with each voiced frame moved toward the sample's frames of its phone, within the
+    sample's band."""
     voiced = np.flatnonzero(f0 > 0)
     if voiced.size == 0 or timbre.phones.size < NEIGHBOURS:
         return envelope
