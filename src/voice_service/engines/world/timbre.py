@@ -25,6 +25,7 @@ from typing import Final
 
 import numpy as np
 
+from voice_service.engines.world.analysis import ANALYSIS_RATE
 from voice_service.engines.world.pcm import Floats
 from voice_service.engines.world.phones import PHONES, Labels, at_frames
 
@@ -33,8 +34,7 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     import pyworld
 
-RATE: Final = 16_000
-FFT_SIZE: Final = 1024  # CheapTrick's at 16 kHz
+FFT_SIZE: Final = 1024  # CheapTrick's at the analysis rate
 ORDER: Final = 32  # cepstral coefficients kept, c0 included
 FEATURES: Final = slice(1, 25)  # what frames are matched by (level, c0, left out)
 FRAME_MS: Final = 10.0
@@ -87,7 +87,7 @@ class Timbre:
         if version != _FORMAT or order != ORDER or not 0 < frames <= MAX_FRAMES:
             raise ValueError("unsupported timbre")
         at = _HEADER + 8 * order
-        if len(body) != at + frames * (1 + order) or not 0 < band <= RATE // 2:
+        if len(body) != at + frames * (1 + order) or not 0 < band <= ANALYSIS_RATE // 2:
             raise ValueError("damaged timbre")
         low = np.frombuffer(body, "<f4", order, _HEADER)
         scale = np.frombuffer(body, "<f4", order, _HEADER + 4 * order)
@@ -106,17 +106,19 @@ def measure_timbre(f0: Floats, envelope: Floats, labels: Labels, frame_ms: float
     frames = np.arange(0, f0.size, step)
     frames = frames[f0[frames] > 0][:MAX_FRAMES]
     phones = at_frames(labels, f0.size, frame_ms)[frames]
-    cepstra = pyworld.code_spectral_envelope(np.ascontiguousarray(envelope[frames]), RATE, ORDER)
+    cepstra = pyworld.code_spectral_envelope(
+        np.ascontiguousarray(envelope[frames]), ANALYSIS_RATE, ORDER
+    )
     return Timbre(phones, np.asarray(cepstra, dtype=np.float64), _band_hz(envelope[f0 > 0]))
 
 
 def _band_hz(envelope: Floats) -> float:
     """Where the speech in `envelope` (16 kHz, voiced frames) ends (`BAND_FLOOR_DB`)."""
     level = 10.0 * np.log10(envelope + 1e-16).mean(axis=0)
-    frequencies = np.linspace(0.0, RATE / 2.0, level.size)
+    frequencies = np.linspace(0.0, ANALYSIS_RATE / 2.0, level.size)
     floor = level[(frequencies >= 300.0) & (frequencies <= 3_000.0)].mean() - BAND_FLOOR_DB
     below = np.flatnonzero((frequencies > 3_000.0) & (level < floor))
-    return float(frequencies[below[0]]) if below.size else RATE / 2.0
+    return float(frequencies[below[0]]) if below.size else ANALYSIS_RATE / 2.0
 
 
 def lent(
@@ -130,13 +132,13 @@ def lent(
         return envelope
     log_envelope = np.log(envelope + 1e-16)
     bins = np.linspace(0.0, rate / 2.0, envelope.shape[1])
-    grid = np.linspace(0.0, RATE / 2.0, FFT_SIZE // 2 + 1)
+    grid = np.linspace(0.0, ANALYSIS_RATE / 2.0, FFT_SIZE // 2 + 1)
     own = np.stack([np.interp(grid, bins, row) for row in log_envelope[voiced]])
-    own_cepstra = pyworld.code_spectral_envelope(np.exp(own), RATE, ORDER)
+    own_cepstra = pyworld.code_spectral_envelope(np.exp(own), ANALYSIS_RATE, ORDER)
     phones = at_frames(labels, f0.size, frame_ms)[voiced]
     borrowed = np.log(
         pyworld.decode_spectral_envelope(
-            np.ascontiguousarray(_nearest(own_cepstra, phones, timbre)), RATE, FFT_SIZE
+            np.ascontiguousarray(_nearest(own_cepstra, phones, timbre)), ANALYSIS_RATE, FFT_SIZE
         )
         + 1e-16
     )
